@@ -1,0 +1,317 @@
+// Package config reads Atrium's settings from command-line flags and ATRIUM_*
+// environment variables. A flag overrides its environment variable, which overrides
+// the default. There are no globals: Load takes the arguments and the environment.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the whole of Atrium's start-up configuration. Load returns it validated.
+type Config struct {
+	Addr              string        // listen address, host:port; ATRIUM_ADDR, -addr
+	DataDir           string        // data directory (database, key file); ATRIUM_DATA, -data
+	MasterKey         string        // "" = use the key file in DataDir; ATRIUM_MASTER_KEY, -master-key. Secret.
+	LogLevel          slog.Level    // ATRIUM_LOG_LEVEL, -log-level
+	BaseURL           string        // public origin behind a proxy, "scheme://host[:port]" with no trailing slash; "" = derive from requests
+	MaxMessageBytes   int           // largest chat message accepted, 1..10 MiB
+	ModelStartTimeout time.Duration // how long to wait for a model's first byte
+	ModelIdleTimeout  time.Duration // how long a model stream may stay silent
+	LoginTTL          time.Duration // lifetime of a login cookie session
+	ShutdownTimeout   time.Duration // grace period for in-flight work on shutdown
+}
+
+// LogValue keeps the master key out of logs: slog.Info("config", "config", cfg) is safe.
+func (c Config) LogValue() slog.Value {
+	key := "key file"
+	if c.MasterKey != "" {
+		key = "set (redacted)"
+	}
+	return slog.GroupValue(
+		slog.String("addr", c.Addr),
+		slog.String("data", c.DataDir),
+		slog.String("master_key", key),
+		slog.String("log_level", c.LogLevel.String()),
+		slog.String("base_url", c.BaseURL),
+		slog.Int("max_message_bytes", c.MaxMessageBytes),
+		slog.Duration("model_start_timeout", c.ModelStartTimeout),
+		slog.Duration("model_idle_timeout", c.ModelIdleTimeout),
+		slog.Duration("login_ttl", c.LoginTTL),
+		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
+	)
+}
+
+// MaxMessageBytesLimit is the largest value MaxMessageBytes may take (10 MiB).
+const MaxMessageBytesLimit = 10 << 20
+
+// setting describes one configuration value. The table below drives flag
+// definitions, environment lookups, validation and the usage text, so they cannot
+// drift apart.
+type setting struct {
+	flag, env, def string
+	arg, help      string
+	// secret values are never shown in usage or errors.
+	secret bool
+	// set parses v into c; its error is the reason only (Load adds the name).
+	set func(c *Config, v string) error
+}
+
+var settings = []setting{
+	{flag: "addr", env: "ATRIUM_ADDR", def: ":8080", arg: "host:port",
+		help: "address to listen on",
+		set: func(c *Config, v string) error {
+			if err := checkAddr(v); err != nil {
+				return err
+			}
+			c.Addr = v
+			return nil
+		}},
+	{flag: "data", env: "ATRIUM_DATA", def: "./atrium-data", arg: "dir",
+		help: "data directory (database and key file)",
+		set: func(c *Config, v string) error {
+			if strings.TrimSpace(v) == "" {
+				return errors.New("must not be empty")
+			}
+			c.DataDir = v
+			return nil
+		}},
+	{flag: "master-key", env: "ATRIUM_MASTER_KEY", def: "", arg: "key", secret: true,
+		help: "master key; empty = a key file in the data directory. Prefer the env variable: flags are visible in ps",
+		set: func(c *Config, v string) error {
+			c.MasterKey = v
+			return nil
+		}},
+	{flag: "log-level", env: "ATRIUM_LOG_LEVEL", def: "info", arg: "level",
+		help: "log level: debug, info, warn or error",
+		set: func(c *Config, v string) error {
+			l, ok := levels[strings.ToLower(v)]
+			if !ok {
+				return fmt.Errorf("%q is not a log level (use debug, info, warn or error)", v)
+			}
+			c.LogLevel = l
+			return nil
+		}},
+	{flag: "base-url", env: "ATRIUM_BASE_URL", def: "", arg: "url",
+		help: "public URL when behind a proxy, e.g. https://atrium.example.com; empty = derive from requests",
+		set: func(c *Config, v string) error {
+			u, err := checkBaseURL(v)
+			if err != nil {
+				return err
+			}
+			c.BaseURL = u
+			return nil
+		}},
+	{flag: "max-message-bytes", env: "ATRIUM_MAX_MESSAGE_BYTES", def: "102400", arg: "n",
+		help: "largest chat message accepted, in bytes (1 to 10485760)",
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%q is not a number", v)
+			}
+			if n < 1 || n > MaxMessageBytesLimit {
+				return fmt.Errorf("%d is out of range (1 to %d)", n, MaxMessageBytesLimit)
+			}
+			c.MaxMessageBytes = n
+			return nil
+		}},
+	{flag: "model-start-timeout", env: "ATRIUM_MODEL_START_TIMEOUT", def: "60s", arg: "duration",
+		help: "how long to wait for a model's first response",
+		set:  durationInto(func(c *Config) *time.Duration { return &c.ModelStartTimeout })},
+	{flag: "model-idle-timeout", env: "ATRIUM_MODEL_IDLE_TIMEOUT", def: "60s", arg: "duration",
+		help: "how long a model's stream may stay silent",
+		set:  durationInto(func(c *Config) *time.Duration { return &c.ModelIdleTimeout })},
+	{flag: "login-ttl", env: "ATRIUM_LOGIN_TTL", def: "720h", arg: "duration",
+		help: "how long a login lasts",
+		set:  durationInto(func(c *Config) *time.Duration { return &c.LoginTTL })},
+	{flag: "shutdown-timeout", env: "ATRIUM_SHUTDOWN_TIMEOUT", def: "10s", arg: "duration",
+		help: "how long to let running work finish on shutdown",
+		set:  durationInto(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
+}
+
+var levels = map[string]slog.Level{
+	"debug": slog.LevelDebug,
+	"info":  slog.LevelInfo,
+	"warn":  slog.LevelWarn,
+	"error": slog.LevelError,
+}
+
+// rawValue records a flag's text; validation happens later, with the same code as
+// for the environment, so that Set never fails inside the flag package.
+type rawValue struct {
+	v   string
+	set bool
+}
+
+func (r *rawValue) String() string     { return r.v }
+func (r *rawValue) Set(v string) error { r.v, r.set = v, true; return nil }
+
+// Load builds a Config from args (the command-line arguments without the program
+// name, e.g. os.Args[1:]) and getenv (e.g. os.Getenv; an empty value counts as
+// unset). For each setting a flag wins over its environment variable, which wins
+// over the default.
+//
+// With -h or -help it writes the usage text to usage and returns flag.ErrHelp.
+// Any other failure (unknown flag, stray argument, bad value) is an error whose
+// text is one line naming the setting and the reason; the caller should print it
+// and exit with status 2. The master key never appears in an error.
+func Load(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("atrium", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	raws := make([]rawValue, len(settings))
+	for i, s := range settings {
+		fs.Var(&raws[i], s.flag, s.help)
+	}
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			writeUsage(usage)
+			return Config{}, flag.ErrHelp
+		}
+		return Config{}, flagError(err)
+	}
+	if rest := fs.Args(); len(rest) > 0 {
+		if raws[indexOf("master-key")].set {
+			// A missing or empty -master-key value can push the key itself here.
+			return Config{}, errors.New("config: unexpected argument after the flags (not shown because -master-key is set)")
+		}
+		return Config{}, fmt.Errorf("config: unexpected argument %q (all settings are -flags; see -help)", rest[0])
+	}
+
+	var c Config
+	for i, s := range settings {
+		name, v := "", s.def
+		switch {
+		case raws[i].set:
+			name, v = "-"+s.flag, raws[i].v
+		case getenv(s.env) != "":
+			name, v = s.env, getenv(s.env)
+		}
+		if err := s.set(&c, v); err != nil {
+			if name == "" {
+				panic(fmt.Sprintf("config: default for -%s is invalid: %v", s.flag, err))
+			}
+			if s.secret {
+				return Config{}, fmt.Errorf("config: %s is invalid", name)
+			}
+			return Config{}, fmt.Errorf("config: %s: %v", name, err)
+		}
+	}
+	return c, nil
+}
+
+func indexOf(flagName string) int {
+	for i, s := range settings {
+		if s.flag == flagName {
+			return i
+		}
+	}
+	panic("config: no flag " + flagName)
+}
+
+// flagError turns the flag package's messages into the one-line "config: ..." form.
+// "bad flag syntax" echoes the whole argument, which may hold a secret, so it is
+// not repeated.
+func flagError(err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		return fmt.Errorf("config: %s: unknown flag (see -help)", name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		return fmt.Errorf("config: %s: needs a value", name)
+	}
+	if strings.HasPrefix(msg, "bad flag syntax") {
+		return errors.New("config: bad flag syntax (flags look like -name=value; see -help)")
+	}
+	return errors.New("config: " + strings.ReplaceAll(msg, "\n", " "))
+}
+
+func durationInto(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (use e.g. 90s, 5m or 720h)", v)
+		}
+		if d <= 0 {
+			return fmt.Errorf("%q must be more than zero", v)
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+func checkAddr(v string) error {
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port (e.g. :8080 or 127.0.0.1:8080)", v)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q has no valid port number (0 to 65535)", v)
+	}
+	return nil
+}
+
+// checkBaseURL accepts "" or an absolute http(s) URL with a host and nothing after
+// it but an optional "/"; Atrium is served from the root of its origin. It returns
+// the URL without the trailing slash.
+func checkBaseURL(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	u, err := url.Parse(v)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%q is not a URL", v)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("%q must start with http:// or https://", v)
+	case u.Host == "" || u.Hostname() == "":
+		return "", fmt.Errorf("%q has no host", v)
+	case u.User != nil:
+		return "", fmt.Errorf("%q must not contain a user name or password", v)
+	case u.RawQuery != "" || u.ForceQuery:
+		return "", fmt.Errorf("%q must not have a query", v)
+	case u.Fragment != "" || strings.Contains(v, "#"):
+		return "", fmt.Errorf("%q must not have a fragment", v)
+	case u.Path != "" && u.Path != "/":
+		return "", fmt.Errorf("%q must not have a path (Atrium is served at the root of its host)", v)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("%q has no valid port number", v)
+		}
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+func writeUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: atrium [flags]
+
+Atrium is a self-hosted AI agent. Every setting is a flag or an environment
+variable; a flag overrides its variable, which overrides the default.
+
+Flags:
+`)
+	fw, ew := 0, 0
+	for _, s := range settings {
+		fw = max(fw, len(s.flag)+len(s.arg)+2)
+		ew = max(ew, len(s.env))
+	}
+	for _, s := range settings {
+		def := "(empty)"
+		if s.def != "" {
+			def = s.def
+		}
+		fmt.Fprintf(w, "  %-*s  %-*s  default %s\n", fw, "-"+s.flag+" "+s.arg, ew, s.env, def)
+		fmt.Fprintf(w, "      %s\n", s.help)
+	}
+	fmt.Fprint(w, "  -h, -help\n      show this help\n")
+}

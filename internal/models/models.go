@@ -1,0 +1,144 @@
+// Package models knows the configured model providers: it turns a model choice into a
+// ready provider client, lists the choices for pickers, and keeps API keys sealed.
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"atrium/internal/crypto"
+	"atrium/internal/errs"
+	"atrium/internal/llm"
+	"atrium/internal/store"
+)
+
+// DefaultModelSetting is the settings key holding the instance's default model choice.
+const DefaultModelSetting = "default_model"
+
+// Store is what this package needs of the database.
+type Store interface {
+	ProviderByID(ctx context.Context, id int64) (store.Provider, error)
+	ListProviders(ctx context.Context) ([]store.Provider, error)
+	Setting(ctx context.Context, key string) (string, error)
+}
+
+// Sealer seals and opens secrets for an owner (owner 0 is the instance).
+type Sealer interface {
+	Seal(ctx context.Context, owner int64, plaintext, ad []byte) ([]byte, error)
+	Open(ctx context.Context, owner int64, sealed, ad []byte) ([]byte, error)
+}
+
+// Catalog resolves model choices. Safe for concurrent use.
+type Catalog struct {
+	Store        Store
+	Keys         Sealer
+	StartTimeout time.Duration
+	IdleTimeout  time.Duration
+}
+
+// Choice is one selectable model.
+type Choice struct {
+	Value string // "providerID:model", stored in sessions.model and the default setting
+	Label string // "Provider / model"
+}
+
+// Value joins a provider id and a model name into a choice value.
+func Value(providerID int64, model string) string {
+	return strconv.FormatInt(providerID, 10) + ":" + model
+}
+
+// ParseValue splits a choice value.
+func ParseValue(v string) (int64, string, error) {
+	id, model, ok := strings.Cut(v, ":")
+	pid, err := strconv.ParseInt(id, 10, 64)
+	if !ok || err != nil || pid <= 0 || model == "" {
+		return 0, "", errs.E(errs.Invalid, "Unknown model choice %q.", v)
+	}
+	return pid, model, nil
+}
+
+// KeyAD binds a provider's sealed API key to its row.
+func KeyAD(providerID int64) []byte {
+	return crypto.AD("provider", strconv.FormatInt(providerID, 10), "api_key")
+}
+
+// Resolve returns the provider client and model name for a session's choice; an empty
+// choice means the instance default. Errors say what the user or admin should fix.
+func (c *Catalog) Resolve(ctx context.Context, choice string) (llm.Provider, string, error) {
+	if choice == "" {
+		def, err := c.Store.Setting(ctx, DefaultModelSetting)
+		if err != nil && !errs.Is(err, errs.NotFound) {
+			return nil, "", err
+		}
+		choice = def
+	}
+	if choice == "" {
+		return nil, "", errs.E(errs.Unavailable, "No model is configured. An admin can add a provider and pick a default model in Settings → Providers.")
+	}
+	pid, model, err := ParseValue(choice)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := c.Store.ProviderByID(ctx, pid)
+	if errs.Is(err, errs.NotFound) {
+		return nil, "", errs.E(errs.Unavailable, "The provider for model %q was removed. Pick another model for this chat.", model)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	client, err := c.Client(ctx, p)
+	if err != nil {
+		return nil, "", err
+	}
+	return client, model, nil
+}
+
+// Client builds a provider client from a stored provider, opening its API key.
+func (c *Catalog) Client(ctx context.Context, p store.Provider) (llm.Provider, error) {
+	var key string
+	if len(p.APIKeySealed) > 0 {
+		plain, err := c.Keys.Open(ctx, 0, p.APIKeySealed, KeyAD(p.ID))
+		if err != nil {
+			return nil, errs.Wrap(errs.Internal, err, "The API key of provider %q could not be decrypted; enter it again in Settings → Providers.", p.Name)
+		}
+		key = string(plain)
+	}
+	client, err := llm.New(llm.Config{Kind: p.Kind, BaseURL: p.BaseURL, APIKey: key,
+		StartTimeout: c.StartTimeout, IdleTimeout: c.IdleTimeout})
+	if err != nil {
+		var le *llm.Error
+		if errors.As(err, &le) {
+			return nil, errs.Wrap(errs.Unavailable, err, "Provider %q is misconfigured: %s", p.Name, le.Error())
+		}
+		return nil, fmt.Errorf("models: provider %d: %w", p.ID, err)
+	}
+	return client, nil
+}
+
+// Choices lists every configured model, providers by name, models in stored order.
+func (c *Catalog) Choices(ctx context.Context) ([]Choice, error) {
+	ps, err := c.Store.ListProviders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Choice
+	for _, p := range ps {
+		for _, m := range p.Models {
+			out = append(out, Choice{Value: Value(p.ID, m), Label: p.Name + " / " + m})
+		}
+	}
+	return out, nil
+}
+
+// Default returns the instance's default choice, or "" when none is set.
+func (c *Catalog) Default(ctx context.Context) (string, error) {
+	v, err := c.Store.Setting(ctx, DefaultModelSetting)
+	if errs.Is(err, errs.NotFound) {
+		return "", nil
+	}
+	return v, err
+}

@@ -1,0 +1,299 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"atrium/internal/errs"
+)
+
+// Message statuses.
+const (
+	StatusComplete = "complete"
+	StatusStopped  = "stopped"
+	StatusError    = "error"
+)
+
+// Message roles; a user's message has role RoleUser ("user").
+const (
+	RoleSystem    = "system"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Message is one row of a session's transcript. Seq numbers start at 1 and have
+// no gaps within a session. ToolCalls is a JSON array (nil when none); ToolCallID
+// links a tool result to the call it answers.
+type Message struct {
+	ID         int64
+	SessionID  string
+	Seq        int64
+	Role       string
+	Content    string
+	Reasoning  string
+	ToolCalls  []byte
+	ToolCallID string
+	Status     string
+	Error      string
+	Model      string
+	Tokens     int
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, created_at, updated_at`
+
+// Page size bounds for LatestMessages and MessagesBefore.
+const (
+	DefaultMessagePage = 50
+	MaxMessagePage     = 1000
+)
+
+// stmts are the prepared statements of the hot paths.
+type stmts struct {
+	touchSession *sql.Stmt // bump sessions.updated_at; 0 rows = no such session
+	insertMsg    *sql.Stmt // insert with seq = max(seq)+1, returning id, seq
+	msgsBefore   *sql.Stmt // newest first, seq < ?, limit ?
+}
+
+func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
+	var err error
+	prep := func(q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		st, err = db.PrepareContext(ctx, q)
+		return st
+	}
+	s.touchSession = prep(`UPDATE sessions SET updated_at = ? WHERE id = ?`)
+	s.insertMsg = prep(`INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, created_at, updated_at)
+		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11
+		FROM messages WHERE session_id = ?1
+		RETURNING id, seq`)
+	s.msgsBefore = prep(`SELECT ` + messageCols + ` FROM messages
+		WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?`)
+	return err
+}
+
+func (s *stmts) close() {
+	for _, st := range []*sql.Stmt{s.touchSession, s.insertMsg, s.msgsBefore} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+func scanMessage(row interface{ Scan(...any) error }) (Message, error) {
+	var m Message
+	var created, updated int64
+	var toolCalls sql.NullString
+	err := row.Scan(&m.ID, &m.SessionID, &m.Seq, &m.Role, &m.Content, &m.Reasoning, &toolCalls,
+		&m.ToolCallID, &m.Status, &m.Error, &m.Model, &m.Tokens, &created, &updated)
+	if toolCalls.Valid {
+		m.ToolCalls = []byte(toolCalls.String)
+	}
+	m.CreatedAt, m.UpdatedAt = fromMS(created), fromMS(updated)
+	return m, err
+}
+
+func validMessage(m *Message) error {
+	switch m.Role {
+	case RoleSystem, RoleUser, RoleAssistant, RoleTool:
+	default:
+		return errs.E(errs.Invalid, "unknown message role %q", m.Role)
+	}
+	switch m.Status {
+	case "":
+		m.Status = StatusComplete
+	case StatusComplete, StatusStopped, StatusError:
+	default:
+		return errs.E(errs.Invalid, "unknown message status %q", m.Status)
+	}
+	return nil
+}
+
+// AppendMessage adds m at the end of its session in one transaction: it takes
+// seq = max(seq)+1, inserts, and bumps the session's UpdatedAt. It sets m.ID,
+// m.Seq, the timestamps, and Status (empty means StatusComplete). A missing
+// session is errs.NotFound; a bad role/status or non-JSON ToolCalls errs.Invalid.
+// The caller checks ownership first. Safe for concurrent use: concurrent appends
+// to one session get distinct, gapless seqs.
+func (db *DB) AppendMessage(ctx context.Context, m *Message) error {
+	if err := db.appendMessages(ctx, []*Message{m}); err != nil {
+		return fmt.Errorf("store: append message: %w", err)
+	}
+	return nil
+}
+
+// AppendMessages appends msgs in order, all in one transaction, with the same
+// contract as AppendMessage; on error nothing is stored and the messages' IDs and
+// seqs are left as they were.
+func (db *DB) AppendMessages(ctx context.Context, msgs []*Message) error {
+	if err := db.appendMessages(ctx, msgs); err != nil {
+		return fmt.Errorf("store: append messages: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) appendMessages(ctx context.Context, msgs []*Message) error {
+	for _, m := range msgs {
+		if err := validMessage(m); err != nil {
+			return err
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	now := ms(db.now())
+	ids := make([]int64, len(msgs))
+	seqs := make([]int64, len(msgs))
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		touch := tx.StmtContext(ctx, db.stmts.touchSession)
+		insert := tx.StmtContext(ctx, db.stmts.insertMsg)
+		touched := map[string]bool{}
+		for i, m := range msgs {
+			if !touched[m.SessionID] {
+				res, err := touch.ExecContext(ctx, now, m.SessionID)
+				if err != nil {
+					return err
+				}
+				if err := mustAffect(res, sessionNotFound); err != nil {
+					return err
+				}
+				touched[m.SessionID] = true
+			}
+			err := insert.QueryRowContext(ctx, m.SessionID, m.Role, m.Content, m.Reasoning, nullText(m.ToolCalls),
+				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now).Scan(&ids[i], &seqs[i])
+			if isCheck(err) {
+				return errs.Wrap(errs.Invalid, err, "invalid message (tool calls must be JSON)")
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, m := range msgs {
+		m.ID, m.Seq = ids[i], seqs[i]
+		m.CreatedAt, m.UpdatedAt = fromMS(now), fromMS(now)
+	}
+	return nil
+}
+
+// UpdateMessage rewrites the mutable fields of message m.ID (content, reasoning,
+// tool calls, status, error, model, tokens) and sets m.UpdatedAt; used to finish a
+// reply that was stored while streaming. A missing message is errs.NotFound.
+func (db *DB) UpdateMessage(ctx context.Context, m *Message) error {
+	if err := validMessage(m); err != nil {
+		return fmt.Errorf("store: update message: %w", err)
+	}
+	now := ms(db.now())
+	res, err := db.SQL.ExecContext(ctx, `UPDATE messages SET content = ?, reasoning = ?, tool_calls = ?, status = ?, error = ?,
+		model = ?, tokens = ?, updated_at = ? WHERE id = ?`,
+		m.Content, m.Reasoning, nullText(m.ToolCalls), m.Status, m.Error, m.Model, m.Tokens, now, m.ID)
+	if isCheck(err) {
+		err = errs.Wrap(errs.Invalid, err, "invalid message (tool calls must be JSON)")
+	}
+	if err == nil {
+		err = mustAffect(res, "message not found")
+	}
+	if err != nil {
+		return fmt.Errorf("store: update message: %w", err)
+	}
+	m.UpdatedAt = fromMS(now)
+	return nil
+}
+
+// LatestMessages returns the last limit messages of the session in ascending seq
+// order, and whether older ones exist. limit <= 0 means DefaultMessagePage; it is
+// capped at MaxMessagePage. An unknown session yields no messages (ownership is
+// the caller's check, via SessionForOwner).
+func (db *DB) LatestMessages(ctx context.Context, sessionID string, limit int) (msgs []Message, hasOlder bool, err error) {
+	msgs, hasOlder, err = db.messagesBefore(ctx, sessionID, math.MaxInt64, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: latest messages: %w", err)
+	}
+	return msgs, hasOlder, nil
+}
+
+// MessagesBefore returns the limit messages just before beforeSeq, ascending, and
+// whether even older ones exist. Limits as for LatestMessages.
+func (db *DB) MessagesBefore(ctx context.Context, sessionID string, beforeSeq int64, limit int) ([]Message, bool, error) {
+	msgs, hasOlder, err := db.messagesBefore(ctx, sessionID, beforeSeq, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: messages before: %w", err)
+	}
+	return msgs, hasOlder, nil
+}
+
+func (db *DB) messagesBefore(ctx context.Context, sessionID string, beforeSeq int64, limit int) ([]Message, bool, error) {
+	if limit <= 0 {
+		limit = DefaultMessagePage
+	}
+	limit = min(limit, MaxMessagePage)
+	rows, err := db.stmts.msgsBefore.QueryContext(ctx, sessionID, beforeSeq, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	msgs := make([]Message, 0, min(limit+1, 64))
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, false, err
+		}
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	hasOlder := len(msgs) > limit
+	if hasOlder {
+		msgs = msgs[:limit]
+	}
+	slices.Reverse(msgs)
+	return msgs, hasOlder, nil
+}
+
+// MessagesAfter returns every message with seq > afterSeq, ascending.
+func (db *DB) MessagesAfter(ctx context.Context, sessionID string, afterSeq int64) ([]Message, error) {
+	rows, err := db.SQL.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
+		WHERE session_id = ? AND seq > ? ORDER BY seq`, sessionID, afterSeq)
+	if err != nil {
+		return nil, fmt.Errorf("store: messages after: %w", err)
+	}
+	defer rows.Close()
+	var msgs []Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: messages after: %w", err)
+		}
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: messages after: %w", err)
+	}
+	return msgs, nil
+}
+
+// MessageByID returns one message of the session, or errs.NotFound.
+func (db *DB) MessageByID(ctx context.Context, sessionID string, id int64) (Message, error) {
+	m, err := scanMessage(db.SQL.QueryRowContext(ctx, `SELECT `+messageCols+` FROM messages WHERE id = ? AND session_id = ?`, id, sessionID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Message{}, fmt.Errorf("store: message by id: %w", errs.E(errs.NotFound, "message not found"))
+	}
+	if err != nil {
+		return Message{}, fmt.Errorf("store: message by id: %w", err)
+	}
+	return m, nil
+}

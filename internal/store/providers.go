@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"atrium/internal/errs"
+)
+
+// Provider kinds.
+const (
+	KindOpenAI    = "openai"
+	KindAnthropic = "anthropic"
+)
+
+// Provider is a configured model endpoint. APIKeySealed is ciphertext from the
+// crypto package; the store never sees the key itself.
+type Provider struct {
+	ID           int64
+	Name         string
+	Kind         string
+	BaseURL      string
+	APIKeySealed []byte
+	Models       []string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+const providerCols = `id, name, kind, base_url, api_key_sealed, models, created_at, updated_at`
+
+func scanProvider(row interface{ Scan(...any) error }) (Provider, error) {
+	var p Provider
+	var models string
+	var created, updated int64
+	if err := row.Scan(&p.ID, &p.Name, &p.Kind, &p.BaseURL, &p.APIKeySealed, &models, &created, &updated); err != nil {
+		return Provider{}, err
+	}
+	if err := json.Unmarshal([]byte(models), &p.Models); err != nil {
+		return Provider{}, fmt.Errorf("decode models: %w", err)
+	}
+	p.CreatedAt, p.UpdatedAt = fromMS(created), fromMS(updated)
+	return p, nil
+}
+
+func validProvider(p *Provider) (models string, err error) {
+	if strings.TrimSpace(p.Name) == "" {
+		return "", errs.E(errs.Invalid, "provider name is required")
+	}
+	if p.Kind != KindOpenAI && p.Kind != KindAnthropic {
+		return "", errs.E(errs.Invalid, "unknown provider kind %q", p.Kind)
+	}
+	list := p.Models
+	if list == nil {
+		list = []string{}
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// CreateProvider inserts p and sets its ID and timestamps. A taken name (case
+// insensitive) is errs.Conflict; a bad kind or empty name errs.Invalid.
+func (db *DB) CreateProvider(ctx context.Context, p *Provider) error {
+	models, err := validProvider(p)
+	if err != nil {
+		return fmt.Errorf("store: create provider: %w", err)
+	}
+	now := ms(db.now())
+	err = db.SQL.QueryRowContext(ctx, `INSERT INTO providers (name, kind, base_url, api_key_sealed, models, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		p.Name, p.Kind, p.BaseURL, p.APIKeySealed, models, now, now).Scan(&p.ID)
+	if isUnique(err) {
+		return fmt.Errorf("store: create provider: %w", errs.Wrap(errs.Conflict, err, "a provider named %q already exists", p.Name))
+	}
+	if err != nil {
+		return fmt.Errorf("store: create provider: %w", err)
+	}
+	p.CreatedAt, p.UpdatedAt = fromMS(now), fromMS(now)
+	return nil
+}
+
+// UpdateProvider replaces every field of provider p.ID (except CreatedAt) and
+// bumps UpdatedAt. Missing is errs.NotFound; a taken name errs.Conflict.
+func (db *DB) UpdateProvider(ctx context.Context, p Provider) error {
+	models, err := validProvider(&p)
+	if err != nil {
+		return fmt.Errorf("store: update provider: %w", err)
+	}
+	res, err := db.SQL.ExecContext(ctx, `UPDATE providers SET name = ?, kind = ?, base_url = ?, api_key_sealed = ?, models = ?, updated_at = ?
+		WHERE id = ?`, p.Name, p.Kind, p.BaseURL, p.APIKeySealed, models, ms(db.now()), p.ID)
+	if isUnique(err) {
+		return fmt.Errorf("store: update provider: %w", errs.Wrap(errs.Conflict, err, "a provider named %q already exists", p.Name))
+	}
+	if err == nil {
+		err = mustAffect(res, "provider not found")
+	}
+	if err != nil {
+		return fmt.Errorf("store: update provider: %w", err)
+	}
+	return nil
+}
+
+// DeleteProvider removes a provider, or returns errs.NotFound.
+func (db *DB) DeleteProvider(ctx context.Context, id int64) error {
+	res, err := db.SQL.ExecContext(ctx, `DELETE FROM providers WHERE id = ?`, id)
+	if err == nil {
+		err = mustAffect(res, "provider not found")
+	}
+	if err != nil {
+		return fmt.Errorf("store: delete provider: %w", err)
+	}
+	return nil
+}
+
+// ProviderByID returns the provider or errs.NotFound.
+func (db *DB) ProviderByID(ctx context.Context, id int64) (Provider, error) {
+	p, err := scanProvider(db.SQL.QueryRowContext(ctx, `SELECT `+providerCols+` FROM providers WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Provider{}, fmt.Errorf("store: provider by id: %w", errs.E(errs.NotFound, "provider not found"))
+	}
+	if err != nil {
+		return Provider{}, fmt.Errorf("store: provider by id: %w", err)
+	}
+	return p, nil
+}
+
+// ListProviders returns all providers ordered by name.
+func (db *DB) ListProviders(ctx context.Context) ([]Provider, error) {
+	rows, err := db.SQL.QueryContext(ctx, `SELECT `+providerCols+` FROM providers ORDER BY name, id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list providers: %w", err)
+	}
+	defer rows.Close()
+	var ps []Provider
+	for rows.Next() {
+		p, err := scanProvider(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list providers: %w", err)
+		}
+		ps = append(ps, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list providers: %w", err)
+	}
+	return ps, nil
+}

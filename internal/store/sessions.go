@@ -1,0 +1,221 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"atrium/internal/errs"
+)
+
+// Session is one conversation. State is a JSON document (the session's working
+// memory, "{}" when empty); Summary is the rolling summary of the messages up to
+// and including SummarySeq.
+type Session struct {
+	ID         string
+	OwnerID    int64
+	Title      string
+	Model      string
+	State      []byte
+	Summary    string
+	SummarySeq int64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+const sessionCols = `id, owner_id, title, model, state, summary, summary_seq, created_at, updated_at`
+
+func scanSession(row interface{ Scan(...any) error }) (Session, error) {
+	var s Session
+	var state string
+	var created, updated int64
+	err := row.Scan(&s.ID, &s.OwnerID, &s.Title, &s.Model, &state, &s.Summary, &s.SummarySeq, &created, &updated)
+	s.State = []byte(state)
+	s.CreatedAt, s.UpdatedAt = fromMS(created), fromMS(updated)
+	return s, err
+}
+
+const sessionNotFound = "session not found"
+
+// CreateSession inserts s; the caller supplies s.ID (a UUID). Timestamps are set
+// from Now and an empty State becomes "{}". A taken ID is errs.Conflict, an
+// unknown owner errs.NotFound, State that is not JSON errs.Invalid.
+func (db *DB) CreateSession(ctx context.Context, s *Session) error {
+	if s.ID == "" {
+		return fmt.Errorf("store: create session: %w", errs.E(errs.Invalid, "session id is required"))
+	}
+	if len(s.State) == 0 {
+		s.State = []byte("{}")
+	}
+	now := ms(db.now())
+	_, err := db.SQL.ExecContext(ctx, `INSERT INTO sessions (id, owner_id, title, model, state, summary, summary_seq, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.OwnerID, s.Title, s.Model, string(s.State), s.Summary, s.SummarySeq, now, now)
+	switch {
+	case isUnique(err):
+		return fmt.Errorf("store: create session: %w", errs.Wrap(errs.Conflict, err, "session already exists"))
+	case isForeignKey(err):
+		return fmt.Errorf("store: create session: %w", errs.Wrap(errs.NotFound, err, "user not found"))
+	case isCheck(err):
+		return fmt.Errorf("store: create session: %w", errs.Wrap(errs.Invalid, err, "session state must be JSON"))
+	case err != nil:
+		return fmt.Errorf("store: create session: %w", err)
+	}
+	s.CreatedAt, s.UpdatedAt = fromMS(now), fromMS(now)
+	return nil
+}
+
+// SessionForOwner returns session id if owner owns it. A missing session and
+// someone else's session are the same errs.NotFound.
+func (db *DB) SessionForOwner(ctx context.Context, id string, owner int64) (Session, error) {
+	s, err := scanSession(db.SQL.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ? AND owner_id = ?`, id, owner))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Session{}, fmt.Errorf("store: session for owner: %w", errs.E(errs.NotFound, sessionNotFound))
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("store: session for owner: %w", err)
+	}
+	return s, nil
+}
+
+// SessionCursor marks a position in ListSessions' order (UpdatedAt descending,
+// then ID ascending). Its String form is opaque and URL-safe.
+type SessionCursor struct {
+	UpdatedAt time.Time
+	ID        string
+}
+
+// String encodes the cursor for a URL; ParseSessionCursor reverses it.
+func (c SessionCursor) String() string {
+	raw := strconv.FormatInt(c.UpdatedAt.UnixMilli(), 10) + "." + c.ID
+	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+
+// ParseSessionCursor decodes a cursor made by SessionCursor.String. Anything else
+// is errs.Invalid.
+func ParseSessionCursor(s string) (SessionCursor, error) {
+	bad := errs.E(errs.Invalid, "invalid page cursor")
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return SessionCursor{}, bad
+	}
+	msPart, id, ok := strings.Cut(string(raw), ".")
+	if !ok || id == "" {
+		return SessionCursor{}, bad
+	}
+	v, err := strconv.ParseInt(msPart, 10, 64)
+	if err != nil {
+		return SessionCursor{}, bad
+	}
+	return SessionCursor{UpdatedAt: fromMS(v), ID: id}, nil
+}
+
+// Page size bounds for ListSessions.
+const (
+	DefaultSessionPage = 50
+	MaxSessionPage     = 200
+)
+
+// ListSessions returns owner's sessions, most recently updated first, starting
+// after the cursor (nil: from the top). limit <= 0 means DefaultSessionPage and is
+// capped at MaxSessionPage. next is the cursor for the following page, nil when
+// there is none.
+func (db *DB) ListSessions(ctx context.Context, owner int64, after *SessionCursor, limit int) (sessions []Session, next *SessionCursor, err error) {
+	if limit <= 0 {
+		limit = DefaultSessionPage
+	}
+	limit = min(limit, MaxSessionPage)
+	var rows *sql.Rows
+	if after == nil {
+		rows, err = db.SQL.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
+			WHERE owner_id = ?
+			ORDER BY updated_at DESC, id ASC LIMIT ?`, owner, limit+1)
+	} else {
+		at := ms(after.UpdatedAt)
+		rows, err = db.SQL.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
+			WHERE owner_id = ? AND (updated_at < ? OR (updated_at = ? AND id > ?))
+			ORDER BY updated_at DESC, id ASC LIMIT ?`, owner, at, at, after.ID, limit+1)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: list sessions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: list sessions: %w", err)
+		}
+		sessions = append(sessions, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("store: list sessions: %w", err)
+	}
+	if len(sessions) > limit {
+		sessions = sessions[:limit]
+		last := sessions[limit-1]
+		next = &SessionCursor{UpdatedAt: last.UpdatedAt, ID: last.ID}
+	}
+	return sessions, next, nil
+}
+
+// updateSession runs one owner-scoped UPDATE; no match is errs.NotFound.
+func (db *DB) updateSession(ctx context.Context, op, set string, id string, owner int64, args ...any) error {
+	args = append(args, ms(db.now()), id, owner)
+	res, err := db.SQL.ExecContext(ctx, `UPDATE sessions SET `+set+`, updated_at = ? WHERE id = ? AND owner_id = ?`, args...)
+	if isCheck(err) {
+		err = errs.Wrap(errs.Invalid, err, "session state must be JSON")
+	}
+	if err == nil {
+		err = mustAffect(res, sessionNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
+	return nil
+}
+
+// RenameSession sets the title and bumps UpdatedAt. Missing or foreign is
+// errs.NotFound.
+func (db *DB) RenameSession(ctx context.Context, id string, owner int64, title string) error {
+	return db.updateSession(ctx, "rename session", "title = ?", id, owner, title)
+}
+
+// SetSessionModel sets the model used for the next reply and bumps UpdatedAt.
+// Missing or foreign is errs.NotFound.
+func (db *DB) SetSessionModel(ctx context.Context, id string, owner int64, model string) error {
+	return db.updateSession(ctx, "set session model", "model = ?", id, owner, model)
+}
+
+// SetSessionState replaces the working-memory JSON and bumps UpdatedAt. Missing or
+// foreign is errs.NotFound; invalid JSON errs.Invalid.
+func (db *DB) SetSessionState(ctx context.Context, id string, owner int64, state []byte) error {
+	if len(state) == 0 {
+		state = []byte("{}")
+	}
+	return db.updateSession(ctx, "set session state", "state = ?", id, owner, string(state))
+}
+
+// SetSessionSummary stores the rolling summary covering messages up to and
+// including seq, and bumps UpdatedAt. Missing or foreign is errs.NotFound.
+func (db *DB) SetSessionSummary(ctx context.Context, id string, owner int64, summary string, seq int64) error {
+	return db.updateSession(ctx, "set session summary", "summary = ?, summary_seq = ?", id, owner, summary, seq)
+}
+
+// DeleteSession physically deletes the session and, by cascade, its messages.
+// Missing or foreign is errs.NotFound. Call Checkpoint afterwards to flush the
+// deleted content out of the WAL file.
+func (db *DB) DeleteSession(ctx context.Context, id string, owner int64) error {
+	res, err := db.SQL.ExecContext(ctx, `DELETE FROM sessions WHERE id = ? AND owner_id = ?`, id, owner)
+	if err == nil {
+		err = mustAffect(res, sessionNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("store: delete session: %w", err)
+	}
+	return nil
+}

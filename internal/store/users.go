@@ -1,0 +1,242 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"atrium/internal/errs"
+)
+
+// Roles.
+const (
+	RoleAdmin = "admin"
+	RoleUser  = "user"
+)
+
+// User is an account. PasswordHash is opaque to the store (auth hashes it).
+type User struct {
+	ID           int64
+	Username     string
+	PasswordHash string
+	Role         string
+	Disabled     bool
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+const userCols = `id, username, password_hash, role, disabled, created_at, updated_at`
+
+func scanUser(row interface{ Scan(...any) error }) (User, error) {
+	var u User
+	var created, updated int64
+	err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.Disabled, &created, &updated)
+	u.CreatedAt, u.UpdatedAt = fromMS(created), fromMS(updated)
+	return u, err
+}
+
+func validRole(role string) error {
+	if role != RoleAdmin && role != RoleUser {
+		return errs.E(errs.Invalid, "unknown role %q", role)
+	}
+	return nil
+}
+
+func validUser(username, role string) error {
+	if strings.TrimSpace(username) == "" {
+		return errs.E(errs.Invalid, "username is required")
+	}
+	return validRole(role)
+}
+
+// CreateFirstAdmin creates an enabled admin, but only while there are no users at
+// all; otherwise it returns errs.Conflict. Of several concurrent calls exactly one
+// succeeds.
+func (db *DB) CreateFirstAdmin(ctx context.Context, username, passwordHash string) (User, error) {
+	u := User{Username: username, PasswordHash: passwordHash, Role: RoleAdmin}
+	if err := validUser(username, RoleAdmin); err != nil {
+		return User{}, fmt.Errorf("store: create first admin: %w", err)
+	}
+	now := db.now()
+	u.CreatedAt, u.UpdatedAt = fromMS(ms(now)), fromMS(ms(now))
+	// One statement: the write lock is held from the NOT EXISTS check to the insert.
+	err := db.SQL.QueryRowContext(ctx, `INSERT INTO users (username, password_hash, role, disabled, created_at, updated_at)
+		SELECT ?, ?, 'admin', 0, ?, ? WHERE NOT EXISTS (SELECT 1 FROM users)
+		RETURNING id`, username, passwordHash, ms(now), ms(now)).Scan(&u.ID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return User{}, fmt.Errorf("store: create first admin: %w", errs.E(errs.Conflict, "setup is already done"))
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("store: create first admin: %w", err)
+	}
+	return u, nil
+}
+
+// CreateUser inserts u and sets its ID and timestamps. A taken username (case
+// insensitive) is errs.Conflict.
+func (db *DB) CreateUser(ctx context.Context, u *User) error {
+	if err := validUser(u.Username, u.Role); err != nil {
+		return fmt.Errorf("store: create user: %w", err)
+	}
+	now := ms(db.now())
+	err := db.SQL.QueryRowContext(ctx, `INSERT INTO users (username, password_hash, role, disabled, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
+		u.Username, u.PasswordHash, u.Role, u.Disabled, now, now).Scan(&u.ID)
+	if isUnique(err) {
+		return fmt.Errorf("store: create user: %w", errs.Wrap(errs.Conflict, err, "the username %q is taken", u.Username))
+	}
+	if err != nil {
+		return fmt.Errorf("store: create user: %w", err)
+	}
+	u.CreatedAt, u.UpdatedAt = fromMS(now), fromMS(now)
+	return nil
+}
+
+// CountUsers returns the number of users, enabled or not.
+func (db *DB) CountUsers(ctx context.Context) (int, error) {
+	var n int
+	if err := db.SQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM users`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: count users: %w", err)
+	}
+	return n, nil
+}
+
+// UserByID returns the user or errs.NotFound.
+func (db *DB) UserByID(ctx context.Context, id int64) (User, error) {
+	u, err := scanUser(db.SQL.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return User{}, fmt.Errorf("store: user by id: %w", errs.E(errs.NotFound, "user not found"))
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("store: user by id: %w", err)
+	}
+	return u, nil
+}
+
+// UserByUsername returns the user (username compared case-insensitively) or
+// errs.NotFound.
+func (db *DB) UserByUsername(ctx context.Context, name string) (User, error) {
+	u, err := scanUser(db.SQL.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE username = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return User{}, fmt.Errorf("store: user by username: %w", errs.E(errs.NotFound, "user not found"))
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("store: user by username: %w", err)
+	}
+	return u, nil
+}
+
+// ListUsers returns all users ordered by username.
+func (db *DB) ListUsers(ctx context.Context) ([]User, error) {
+	rows, err := db.SQL.QueryContext(ctx, `SELECT `+userCols+` FROM users ORDER BY username, id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list users: %w", err)
+	}
+	defer rows.Close()
+	var us []User
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list users: %w", err)
+		}
+		us = append(us, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list users: %w", err)
+	}
+	return us, nil
+}
+
+// SetUserDisabled enables or disables a user. Disabling also deletes the user's
+// logins. Disabling the last enabled admin is errs.Conflict; a missing user is
+// errs.NotFound.
+func (db *DB) SetUserDisabled(ctx context.Context, id int64, disabled bool) error {
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		u, err := scanUser(tx.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.E(errs.NotFound, "user not found")
+		}
+		if err != nil {
+			return err
+		}
+		if disabled && u.Role == RoleAdmin && !u.Disabled {
+			if err := ensureOtherAdmin(ctx, tx, id, "disable"); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET disabled = ?, updated_at = ? WHERE id = ?`, disabled, ms(db.now()), id); err != nil {
+			return err
+		}
+		if disabled {
+			_, err = tx.ExecContext(ctx, `DELETE FROM logins WHERE user_id = ?`, id)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: set user disabled: %w", err)
+	}
+	return nil
+}
+
+// SetUserRole changes a user's role. Demoting the last enabled admin is
+// errs.Conflict; an unknown role is errs.Invalid; a missing user errs.NotFound.
+func (db *DB) SetUserRole(ctx context.Context, id int64, role string) error {
+	if err := validRole(role); err != nil {
+		return fmt.Errorf("store: set user role: %w", err)
+	}
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		u, err := scanUser(tx.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.E(errs.NotFound, "user not found")
+		}
+		if err != nil {
+			return err
+		}
+		if role != RoleAdmin && u.Role == RoleAdmin && !u.Disabled {
+			if err := ensureOtherAdmin(ctx, tx, id, "demote"); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE users SET role = ?, updated_at = ? WHERE id = ?`, role, ms(db.now()), id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: set user role: %w", err)
+	}
+	return nil
+}
+
+// ensureOtherAdmin returns errs.Conflict unless an enabled admin other than id exists.
+func ensureOtherAdmin(ctx context.Context, tx *sql.Tx, id int64, verb string) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE role = 'admin' AND disabled = 0 AND id <> ?`, id).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return errs.E(errs.Conflict, "cannot %s the last enabled admin", verb)
+	}
+	return nil
+}
+
+// SetUserPassword replaces the password hash and deletes all of the user's logins,
+// so every other browser is signed out. A missing user is errs.NotFound.
+func (db *DB) SetUserPassword(ctx context.Context, id int64, hash string) error {
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?`, hash, ms(db.now()), id)
+		if err != nil {
+			return err
+		}
+		if err := mustAffect(res, "user not found"); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM logins WHERE user_id = ?`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: set user password: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,269 @@
+package views_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"atrium/assets"
+	"atrium/views"
+
+	"github.com/a-h/templ"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"github.com/gorilla/websocket"
+)
+
+// chatHarness serves a chat page, the assets and a websocket whose frames the test
+// writes by hand: it checks the browser side of the chat contract (htmx, htmx-ext-ws,
+// idiomorph, app.js and app.css under a strict CSP) without the real server.
+type chatHarness struct {
+	url    string
+	conns  chan *websocket.Conn
+	frames chan map[string]any
+}
+
+const testCSP = "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'"
+
+func newChatHarness(t *testing.T, page views.Page, chat views.Chat) *chatHarness {
+	t.Helper()
+	h := &chatHarness{conns: make(chan *websocket.Conn, 4), frames: make(chan map[string]any, 16)}
+	up := websocket.Upgrader{}
+	mux := http.NewServeMux()
+	mux.Handle("/assets/", assets.Handler())
+	mux.Handle("GET /s/s1", templ.Handler(views.ChatPage(page, chat)))
+	mux.HandleFunc("GET /s/s1/ws", func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		h.conns <- c
+		for {
+			_, data, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			var m map[string]any
+			if json.Unmarshal(data, &m) == nil {
+				h.frames <- m
+			}
+		}
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", testCSP)
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	h.url = srv.URL
+	return h
+}
+
+func browser(t *testing.T, width, height int) (context.Context, *problems) {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("E2E_REQUIRED") != "" {
+			t.Fatal("chromium not found and E2E_REQUIRED is set")
+		}
+		t.Skip("chromium not found; set E2E_REQUIRED=1 to fail instead")
+	}
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.WindowSize(width, height),
+	)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel2 := chromedp.NewContext(actx)
+	t.Cleanup(cancel2)
+	if err := chromedp.Do(ctx); err != nil { // starts the browser; no timeout on this one
+		t.Fatal(err)
+	}
+	p := &problems{}
+	go func() {
+		for m, err := range chromedp.Console(ctx) {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException {
+				p.add(string(m.Type) + ": " + m.Text)
+			}
+		}
+	}()
+	return ctx, p
+}
+
+// problems collects console errors and uncaught exceptions (CSP violations among them).
+type problems struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (p *problems) add(m string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.msgs = append(p.msgs, m)
+}
+
+func (p *problems) check(t *testing.T) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.msgs) > 0 {
+		t.Errorf("the browser reported:\n%s", strings.Join(p.msgs, "\n"))
+	}
+}
+
+func (h *chatHarness) conn(t *testing.T) *websocket.Conn {
+	t.Helper()
+	select {
+	case c := <-h.conns:
+		t.Cleanup(func() { c.Close() })
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("the page did not open the websocket")
+		return nil
+	}
+}
+
+func (h *chatHarness) next(t *testing.T) map[string]any {
+	t.Helper()
+	select {
+	case m := <-h.frames:
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("no frame from the browser")
+		return nil
+	}
+}
+
+func send(t *testing.T, c *websocket.Conn, comps ...templ.Component) {
+	t.Helper()
+	var b strings.Builder
+	for _, comp := range comps {
+		if err := comp.Render(context.Background(), &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.WriteMessage(websocket.TextMessage, []byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func run(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitJS polls a JavaScript expression until it is true.
+func waitJS(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(5*time.Second))
+}
+
+func TestBrowserChatStream(t *testing.T) {
+	ctx, problems := browser(t, 1100, 800)
+	chat := sampleChat()
+	chat.Messages, chat.Live, chat.RunState, chat.OlderCursor = nil, nil, "idle", 0
+	h := newChatHarness(t, page, chat)
+
+	run(t, ctx, chromedp.Navigate(h.url+"/s/s1"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=composer]`)))
+	c := h.conn(t)
+	run(t, ctx, waitJS(`typeof htmx === "object" && htmx.version.startsWith("2")`))
+
+	// Shift+Enter is a newline; Enter sends.
+	run(t, ctx,
+		chromedp.Click(chromedp.CSS(`[data-testid=composer]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=composer]`), "hello"),
+		chromedp.KeyEvent("\r", chromedp.KeyModifiers(kb.ModifierShift)),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=composer]`), "world"),
+		chromedp.KeyEvent("\r"),
+	)
+	got := h.next(t)
+	if got["type"] != "send" || got["text"] != "hello\nworld" {
+		t.Fatalf("browser sent %v", got)
+	}
+	if hd, _ := got["HEADERS"].(map[string]any); hd["X-CSRF-Token"] != page.CSRF {
+		t.Errorf("frame headers %v lack the CSRF token", got["HEADERS"])
+	}
+	run(t, ctx, waitJS(`document.querySelector("[data-testid=composer]")?.value === ""`))
+
+	send(t, c,
+		views.FrameUserMessage(views.Message{Seq: 1, Role: "user", Text: "hello\nworld"}, views.LiveMessage{Model: "m1"}),
+		views.FrameRunState("streaming"),
+	)
+	send(t, c, views.FrameLiveBlocks(`<p>one</p>`))
+	send(t, c, views.FrameLiveTail(`<p>tw</p>`))
+	send(t, c, views.FrameLiveBlocks(`<p>two</p>`), views.FrameLiveTail(`<p>thr</p>`))
+	time.Sleep(time.Second)
+	dbg, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#chat").innerHTML`))
+	t.Logf("DOM %s", dbg)
+	run(t, ctx,
+		waitJS(`document.querySelector("#msg-live-blocks")?.innerHTML.replace(/\s+/g, "") === "<p>one</p><p>two</p>"`),
+		waitJS(`document.querySelector("#msg-live-tail")?.textContent.trim() === "thr"`),
+		waitJS(`getComputedStyle(document.querySelector("[data-testid=send]")).display === "none"`),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=stop]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid=stop]`)),
+	)
+	if got := h.next(t); got["type"] != "stop" {
+		t.Fatalf("stop sent %v", got)
+	}
+
+	final := views.Message{Seq: 2, Role: "assistant", Status: "stopped", Model: "m1",
+		HTML: `<p>one</p><div class="code"><button type="button" class="copy" data-copy>Copy</button><pre><code>x := 1</code></pre></div>`}
+	send(t, c, views.FrameFinal(final), views.FrameRunState("idle"))
+	run(t, ctx,
+		waitJS(`!document.querySelector("#msg-live") && !!document.querySelector("#msg-2[data-status=stopped] [data-testid=stopped-badge]")`),
+		waitJS(`document.querySelectorAll("#messages > article").length === 2`),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=send]`)),
+		chromedp.Click(chromedp.CSS(`#msg-2 [data-copy]`)),
+		waitJS(`document.querySelector("#msg-2 [data-copy]")?.textContent !== "Copy"`),
+	)
+
+	send(t, c, views.FrameNotice("The session is busy."))
+	run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`#notice`)))
+	send(t, c, views.FrameNotice(""))
+	run(t, ctx, chromedp.WaitNotVisible(chromedp.CSS(`#notice`)))
+
+	send(t, c, views.FrameSessionTitle(views.SessionItem{ID: "s1", Title: "Renamed"}))
+	run(t, ctx, waitJS(`document.querySelector("#session-title")?.textContent === "Renamed" && document.querySelector("#session-s1 a")?.textContent === "Renamed"`))
+
+	// A reconnect re-sends the whole list, which morphs in place.
+	chat.Messages = []views.Message{{Seq: 1, Role: "user", Text: "hello\nworld"}, final}
+	send(t, c, views.FrameMessages(chat))
+	run(t, ctx, waitJS(`document.querySelectorAll("#messages > article").length === 2 && !!document.querySelector("#msg-2")`))
+
+	problems.check(t)
+}
+
+func TestBrowserPhoneSidebar(t *testing.T) {
+	ctx, problems := browser(t, 360, 740)
+	h := newChatHarness(t, page, sampleChat())
+	run(t, ctx,
+		chromedp.Navigate(h.url+"/s/s1"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=composer]`)),
+		waitJS(`document.querySelector("#sidebar")?.getBoundingClientRect().right <= 0`),
+		chromedp.Click(chromedp.CSS(`[data-testid=sidebar-toggle]`)),
+		waitJS(`document.querySelector("#sidebar")?.getBoundingClientRect().left >= 0`),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=session-link]`)),
+	)
+	overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if overflow {
+		t.Error("the page scrolls sideways at 360px")
+	}
+	problems.check(t)
+}

@@ -1,0 +1,120 @@
+// Package views holds Atrium's templ components. Components take the plain view
+// models declared here, already filled by the web layer: views never touch the store,
+// and assistant messages arrive as HTML that internal/markdown has sanitised.
+//
+// Edit the .templ files and run `go tool templ generate` from the repository root;
+// the generated *_templ.go files are committed.
+package views
+
+import "time"
+
+// Page is what every full page needs.
+type Page struct {
+	Title string
+	CSRF  string // the token for hidden _csrf fields and the X-CSRF-Token header
+	User  *User  // nil when nobody is logged in
+	Flash string // a one-off message shown under the top bar
+}
+
+// User is the logged-in user.
+type User struct {
+	ID       int64
+	Username string
+	IsAdmin  bool
+}
+
+// AuthForm refills the setup and login forms after a failed attempt.
+type AuthForm struct {
+	Username string
+	Error    string
+}
+
+// SessionItem is one chat session in the sidebar.
+type SessionItem struct {
+	ID, Title string
+	UpdatedAt time.Time
+	Active    bool // the session shown on this page
+}
+
+// SessionList is one page of the sidebar.
+type SessionList struct {
+	Items      []SessionItem
+	NextCursor string // "" = no more
+}
+
+// Message is one stored chat message.
+type Message struct {
+	Seq       int64
+	Role      string // user|assistant (anything else is shown as plain text)
+	HTML      string // sanitised markdown for assistant messages
+	Text      string // raw text: user messages are shown as plain text (white-space: pre-wrap)
+	Status    string // complete|stopped|error ("" means complete)
+	Error     string
+	Model     string
+	CreatedAt time.Time
+}
+
+// LiveMessage is the assistant reply being streamed: finished blocks and the
+// unfinished tail, both already rendered by internal/markdown.
+type LiveMessage struct {
+	BlocksHTML, TailHTML, Model string
+}
+
+// ModelOption is one entry of a model select; Value is what the form posts.
+type ModelOption struct {
+	Value, Label string
+	Selected     bool
+}
+
+// Chat is the chat page.
+type Chat struct {
+	Session         SessionItem
+	Sessions        SessionList
+	Messages        []Message
+	OlderCursor     int64 // seq of the first shown message when older ones exist, else 0
+	Live            *LiveMessage
+	RunState        string // idle|streaming|queued ("" means idle)
+	Models          []ModelOption
+	MaxMessageBytes int    // 0 = no hint for the browser; the server enforces it anyway
+	Notice          string // e.g. no model configured
+}
+
+// Provider is a configured model provider. It never carries the API key, only a hint.
+type Provider struct {
+	ID                           int64
+	Name, Kind, BaseURL, KeyHint string
+	Models                       []string
+}
+
+// ProviderForm refills a provider form after a failed submit. ID 0 is the add form;
+// otherwise it is the edit form of that provider.
+type ProviderForm struct {
+	ID                          int64
+	Name, Kind, BaseURL, Models string // Models: one per line
+	Error                       string
+}
+
+// Settings is the providers settings page.
+type Settings struct {
+	Providers     []Provider
+	Form          ProviderForm
+	Models        []ModelOption // for the default model select
+	Notice, Error string
+}
+
+// AdminUser is one row of the users page.
+type AdminUser struct {
+	ID             int64
+	Username, Role string // Role: user|admin
+	Disabled       bool
+	CreatedAt      time.Time
+	IsSelf         bool // the admin looking at the page: no disable or demote
+}
+
+// Users is the users admin page. Form and Role refill the create form.
+type Users struct {
+	Users         []AdminUser
+	Form          AuthForm
+	Role          string
+	Notice, Error string
+}

@@ -1,0 +1,316 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"atrium/internal/agent"
+	"atrium/internal/markdown"
+	"atrium/internal/store"
+	"atrium/views"
+)
+
+// Hub relays agent events to every websocket watching a session, as HTML frames.
+//
+// Text deltas are coalesced: a session renders at most once per interval, and only the
+// unfinished tail of the reply is re-rendered; finished markdown blocks are rendered once
+// and appended. That keeps a long reply linear in its length instead of quadratic.
+// All clients of a session get the same frames in the same order. A client that cannot
+// keep up is disconnected; its browser reconnects and receives the persisted state.
+type Hub struct {
+	interval time.Duration
+	now      func() time.Time
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	rooms map[string]*room
+}
+
+type room struct {
+	mu        sync.Mutex
+	clients   map[*client]struct{}
+	live      *liveReply // nil while the session is idle
+	timer     *time.Timer
+	lastFlush time.Time
+}
+
+// liveReply is the reply being streamed: the raw text, how much of it is rendered as
+// finished blocks, and what the browsers currently show.
+type liveReply struct {
+	afterSeq int64 // seq of the user message the reply answers
+	model    string
+	text     []byte
+	stable   int          // text[:stable] is rendered into blocks
+	blocks   bytes.Buffer // HTML of the finished blocks
+	tailHTML string       // HTML of text[stable:] as last sent
+	dirty    bool         // text changed since the last flush
+}
+
+// client is one websocket. Frames go into send; the connection's writer drains it.
+type client struct {
+	send   chan []byte
+	closed chan struct{}
+	once   sync.Once
+}
+
+const clientBuffer = 256
+
+func newClient() *client {
+	return &client{send: make(chan []byte, clientBuffer), closed: make(chan struct{})}
+}
+
+func (c *client) close() { c.once.Do(func() { close(c.closed) }) }
+
+// NewHub returns a hub that coalesces deltas to at most one frame per interval per session.
+func NewHub(interval time.Duration, now func() time.Time, log *slog.Logger) *Hub {
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Hub{interval: interval, now: now, log: log, rooms: map[string]*room{}}
+}
+
+func (h *Hub) room(sessionID string) *room {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r, ok := h.rooms[sessionID]
+	if !ok {
+		r = &room{clients: map[*client]struct{}{}}
+		h.rooms[sessionID] = r
+	}
+	return r
+}
+
+// release drops a room nobody watches and nothing streams into.
+func (h *Hub) release(sessionID string, r *room) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.clients) == 0 && r.live == nil && h.rooms[sessionID] == r {
+		delete(h.rooms, sessionID)
+	}
+}
+
+// Snapshot is what a browser should show of a session's in-flight reply.
+type Snapshot struct {
+	Live     *views.LiveMessage
+	AfterSeq int64 // messages after this seq are part of the live reply; hide them
+}
+
+// subscribe adds c to the session and, under the same lock, calls initial with the live
+// state so that the first frame c gets is a consistent snapshot and nothing is missed.
+func (h *Hub) subscribe(sessionID string, c *client, initial func(Snapshot) []byte) {
+	r := h.room(sessionID)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	frame := initial(r.snapshotLocked())
+	r.clients[c] = struct{}{}
+	if frame != nil {
+		c.send <- frame // a fresh client's buffer has room
+	}
+}
+
+func (h *Hub) unsubscribe(sessionID string, c *client) {
+	h.mu.Lock()
+	r := h.rooms[sessionID]
+	h.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	delete(r.clients, c)
+	r.mu.Unlock()
+	h.release(sessionID, r)
+}
+
+// Snapshot returns the session's live state (for rendering a page).
+func (h *Hub) Snapshot(sessionID string) Snapshot {
+	h.mu.Lock()
+	r := h.rooms[sessionID]
+	h.mu.Unlock()
+	if r == nil {
+		return Snapshot{}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snapshotLocked()
+}
+
+func (r *room) snapshotLocked() Snapshot {
+	if r.live == nil {
+		return Snapshot{}
+	}
+	r.flushPending()
+	return Snapshot{AfterSeq: r.live.afterSeq, Live: &views.LiveMessage{
+		BlocksHTML: r.live.blocks.String(), TailHTML: r.live.tailHTML, Model: r.live.model}}
+}
+
+// flushPending brings blocks/tail up to date without sending (used for snapshots, whose
+// receivers then get later frames relative to that state).
+func (r *room) flushPending() {
+	if r.live != nil && r.live.dirty {
+		if frame := r.live.render(); frame != nil {
+			r.broadcast(frame)
+		}
+	}
+}
+
+// Publish implements agent.Sink.
+func (h *Hub) Publish(ev agent.Event) {
+	r := h.room(ev.SessionID)
+	r.mu.Lock()
+	switch ev.Kind {
+	case agent.EventUserMessage:
+		r.live = &liveReply{afterSeq: ev.Message.Seq}
+		r.broadcast(renderFrame(
+			views.FrameUserMessage(messageView(*ev.Message), views.LiveMessage{}),
+			views.FrameRunState("streaming"),
+			views.FrameNotice(""),
+		))
+	case agent.EventRunStarted:
+		if r.live != nil {
+			r.live.model = ev.Model
+		}
+	case agent.EventText:
+		if r.live == nil {
+			break
+		}
+		r.live.text = append(r.live.text, ev.Text...)
+		r.live.dirty = true
+		r.scheduleLocked(h, ev.SessionID)
+	case agent.EventFinal:
+		if r.timer != nil {
+			r.timer.Stop()
+			r.timer = nil
+		}
+		r.live = nil
+		r.broadcast(renderFrame(views.FrameFinal(messageView(*ev.Message)), views.FrameRunState("idle")))
+	}
+	r.mu.Unlock()
+	if ev.Kind == agent.EventFinal {
+		h.release(ev.SessionID, r)
+	}
+}
+
+// scheduleLocked flushes now if the interval has passed since the last flush, else makes
+// sure a timer will flush at the end of the interval. Leading edge: the first token after
+// a quiet spell goes out at once.
+func (r *room) scheduleLocked(h *Hub, sessionID string) {
+	now := h.now()
+	wait := h.interval - now.Sub(r.lastFlush)
+	if wait <= 0 {
+		r.flushLocked(now)
+		return
+	}
+	if r.timer == nil {
+		r.timer = time.AfterFunc(wait, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.timer = nil
+			r.flushLocked(h.now())
+		})
+	}
+}
+
+func (r *room) flushLocked(now time.Time) {
+	r.lastFlush = now
+	if r.live == nil || !r.live.dirty {
+		return
+	}
+	if frame := r.live.render(); frame != nil {
+		r.broadcast(frame)
+	}
+}
+
+// render renders what changed since the last call as one frame: newly finished blocks
+// (appended) and the unfinished tail (morphed). Only text[stable:] is scanned.
+func (l *liveReply) render() []byte {
+	l.dirty = false
+	var comps []templ.Component
+	if k := markdown.SplitStable(string(l.text[l.stable:])); k > 0 {
+		html := markdown.Render(string(l.text[l.stable : l.stable+k]))
+		l.blocks.WriteString(html)
+		l.stable += k
+		comps = append(comps, views.FrameLiveBlocks(html))
+	}
+	tail := markdown.Render(string(l.text[l.stable:]))
+	if tail != l.tailHTML || len(comps) > 0 {
+		l.tailHTML = tail
+		comps = append(comps, views.FrameLiveTail(tail))
+	}
+	if len(comps) == 0 {
+		return nil
+	}
+	return renderFrame(comps...)
+}
+
+// broadcast queues a frame for every client; a client whose buffer is full is dropped.
+func (r *room) broadcast(frame []byte) {
+	for c := range r.clients {
+		select {
+		case c.send <- frame:
+		default:
+			delete(r.clients, c)
+			c.close()
+		}
+	}
+}
+
+// broadcastTo sends a frame to one session's clients (e.g. a title change).
+func (h *Hub) broadcastTo(sessionID string, frame []byte) {
+	h.mu.Lock()
+	r := h.rooms[sessionID]
+	h.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.broadcast(frame)
+	r.mu.Unlock()
+}
+
+// renderFrame renders components into one websocket message. Rendering templ into a
+// buffer cannot fail except through a component bug, which is logged by the caller's
+// absence of content; an empty frame is harmless.
+func renderFrame(comps ...templ.Component) []byte {
+	var buf bytes.Buffer
+	for _, c := range comps {
+		if err := c.Render(context.Background(), &buf); err != nil {
+			slog.Error("web: render frame", "err", err)
+			return nil
+		}
+	}
+	return buf.Bytes()
+}
+
+// messageView maps a stored message to its view, rendering assistant markdown.
+func messageView(m store.Message) views.Message {
+	v := views.Message{Seq: m.Seq, Role: m.Role, Status: m.Status, Error: m.Error, Model: m.Model, CreatedAt: m.CreatedAt}
+	if m.Role == "assistant" {
+		v.HTML = markdown.Render(m.Content)
+	} else {
+		v.Text = m.Content
+	}
+	return v
+}
+
+// CloseAll disconnects every websocket (at shutdown, after the last frames were queued).
+func (h *Hub) CloseAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.rooms {
+		r.mu.Lock()
+		for c := range r.clients {
+			c.close()
+		}
+		r.mu.Unlock()
+	}
+}

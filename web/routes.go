@@ -1,0 +1,68 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"atrium/assets"
+)
+
+// routes is the one route table. Read it top to bottom: public endpoints first, then
+// what needs a login, then what needs an admin.
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.IPExtractor = echo.ExtractIPDirect() // never trust X-Forwarded-For for rate limits
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.recoverPanics, s.securityHeaders, s.loadLogin, s.checkCSRF, s.requireSetup)
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/assets/*", echo.WrapHandler(assets.Handler()))
+
+	e.GET("/setup", s.showSetup)
+	e.POST("/setup", s.submitSetup)
+	e.GET("/login", s.showLogin)
+	e.POST("/login", s.submitLogin)
+	e.POST("/logout", s.logout)
+
+	u := e.Group("", s.requireUser)
+	u.GET("/", s.showHome)
+	u.GET("/sessions", s.listSessions)
+	u.POST("/sessions", s.createSession)
+	u.GET("/s/:id", s.showChat)
+	u.GET("/s/:id/messages", s.olderMessages)
+	u.POST("/s/:id/rename", s.renameSession)
+	u.POST("/s/:id/delete", s.deleteSession)
+	u.POST("/s/:id/model", s.setSessionModel)
+	u.POST("/s/:id/stop", s.stopSession)
+	u.GET("/s/:id/ws", s.chatSocket)
+
+	a := u.Group("", s.requireAdmin)
+	a.GET("/settings/providers", s.showProviders)
+	a.POST("/settings/providers", s.createProvider)
+	a.POST("/settings/providers/:pid", s.updateProvider)
+	a.POST("/settings/providers/:pid/delete", s.deleteProvider)
+	a.POST("/settings/providers/:pid/refresh", s.refreshProviderModels)
+	a.POST("/settings/default-model", s.setDefaultModel)
+	a.GET("/admin/users", s.showUsers)
+	a.POST("/admin/users", s.createUser)
+	a.POST("/admin/users/:uid/disable", s.disableUser)
+	a.POST("/admin/users/:uid/enable", s.enableUser)
+	a.POST("/admin/users/:uid/reset", s.resetUserPassword)
+	a.POST("/admin/users/:uid/role", s.setUserRole)
+
+	e.RouteNotFound("/*", func(c echo.Context) error { return echo.ErrNotFound })
+	return e
+}
+
+func (s *Server) healthz(c echo.Context) error { return c.String(http.StatusOK, "ok\n") }
+
+func (s *Server) readyz(c echo.Context) error {
+	if err := s.ready(c.Request().Context()); err != nil {
+		s.Log.Warn("web: not ready", "err", err)
+		return c.String(http.StatusServiceUnavailable, "database unavailable\n")
+	}
+	return c.String(http.StatusOK, "ready\n")
+}

@@ -1,0 +1,192 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
+	"github.com/labstack/echo/v4"
+
+	"atrium/internal/errs"
+	"atrium/internal/store"
+	"atrium/views"
+)
+
+const (
+	wsWriteWait  = 10 * time.Second
+	wsPongWait   = 60 * time.Second
+	wsPingPeriod = 25 * time.Second
+)
+
+// clientFrame is what htmx-ext-ws sends: the form's fields as JSON (plus HEADERS, ignored).
+type clientFrame struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// checkOrigin refuses cross-site websocket handshakes (the login cookie would otherwise
+// ride along): the Origin must be this host, or the configured public base URL.
+func (s *Server) checkOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true // not a browser
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	if s.Config.BaseURL != "" {
+		b, err := url.Parse(s.Config.BaseURL)
+		return err == nil && strings.EqualFold(b.Host, u.Host) && b.Scheme == u.Scheme
+	}
+	return false
+}
+
+// chatSocket streams a session to one browser tab and takes its sends and stops.
+// Ownership is checked before the upgrade, so a foreign session is a plain 404.
+func (s *Server) chatSocket(c echo.Context) error {
+	ss, err := s.ownedSession(c)
+	if err != nil {
+		return err
+	}
+	up := websocket.Upgrader{CheckOrigin: s.checkOrigin, ReadBufferSize: 4096, WriteBufferSize: 8192}
+	conn, err := up.Upgrade(c.Response(), c.Request(), nil)
+	if err != nil {
+		return nil // the upgrader already answered
+	}
+	defer conn.Close()
+	// A frame may be a few times larger than its text once JSON-escaped; beyond that
+	// gorilla closes the connection (1009) and the browser reconnects.
+	conn.SetReadLimit(int64(8*s.Config.MaxMessageBytes + 64*1024))
+
+	cl := newClient()
+	ctx := c.Request().Context()
+	s.Hub.subscribe(ss.ID, cl, func(snap Snapshot) []byte {
+		chat, err := s.chatView(ctx, ss, snap)
+		if err != nil {
+			s.Log.Error("web: websocket snapshot", "session", ss.ID, "err", err)
+			return nil
+		}
+		return renderFrame(views.FrameMessages(chat), views.FrameRunState(chat.RunState))
+	})
+	defer s.Hub.unsubscribe(ss.ID, cl)
+
+	go s.writeLoop(conn, cl)
+	s.readLoop(c, conn, cl, ss)
+	cl.close()
+	return nil
+}
+
+// writeLoop drains the client's frames into the socket and keeps it alive with pings.
+func (s *Server) writeLoop(conn *websocket.Conn, cl *client) {
+	ping := time.NewTicker(wsPingPeriod)
+	defer ping.Stop()
+	defer conn.Close() // unblocks the read loop when writing fails
+	for {
+		select {
+		case frame := <-cl.send:
+			_ = conn.SetWriteDeadline(time.Now().Add(wsWriteWait))
+			if err := conn.WriteMessage(websocket.TextMessage, frame); err != nil {
+				return
+			}
+		case <-ping.C:
+			_ = conn.SetWriteDeadline(time.Now().Add(wsWriteWait))
+			if err := conn.WriteMessage(websocket.PingMessage, nil); err != nil {
+				return
+			}
+		case <-cl.closed:
+			// Deliver what was queued before the close (e.g. the final frame at shutdown).
+			for len(cl.send) > 0 {
+				_ = conn.SetWriteDeadline(time.Now().Add(wsWriteWait))
+				if conn.WriteMessage(websocket.TextMessage, <-cl.send) != nil {
+					return
+				}
+			}
+			_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, ""), time.Now().Add(time.Second))
+			return
+		}
+	}
+}
+
+// readLoop handles frames from the browser until it goes away. Bad frames get a notice
+// to this client only; the connection stays open.
+func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss store.Session) {
+	_ = conn.SetReadDeadline(time.Now().Add(wsPongWait))
+	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(wsPongWait)) })
+	notify := func(msg string) {
+		select {
+		case cl.send <- renderFrame(views.FrameNotice(msg)):
+		default:
+		}
+	}
+	for {
+		kind, data, err := conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(wsPongWait))
+		if kind != websocket.TextMessage {
+			notify("Only text frames are accepted.")
+			continue
+		}
+		if !utf8.Valid(data) {
+			notify("The message is not valid UTF-8 text; nothing was saved.")
+			continue
+		}
+		var f clientFrame
+		if err := json.Unmarshal(data, &f); err != nil {
+			notify("The message could not be read (malformed frame); nothing was saved.")
+			continue
+		}
+		switch f.Type {
+		case "send":
+			s.handleSend(c, ss.ID, f.Text, notify)
+		case "stop":
+			s.Agent.Stop(ss.ID)
+		default:
+			notify("Unknown request type; nothing was saved.")
+		}
+	}
+}
+
+// handleSend starts a turn. The session is re-read so a model change or a deletion since
+// the socket opened is seen.
+func (s *Server) handleSend(c echo.Context, sessionID, text string, notify func(string)) {
+	ctx := c.Request().Context()
+	u, _ := currentUser(c)
+	ss, err := s.Store.SessionForOwner(ctx, sessionID, u.ID)
+	if err != nil {
+		notify(errs.Message(err))
+		return
+	}
+	if err := s.Agent.Send(ctx, ss, text); err != nil {
+		if errs.Code(err) == errs.Internal {
+			s.Log.Error("web: send", "session", ss.ID, "err", err)
+		}
+		notify(errs.Message(err))
+		return
+	}
+	if ss.Title == "" {
+		title := cleanTitle(firstLine(text, 60))
+		if err := s.Store.RenameSession(ctx, ss.ID, ss.OwnerID, title); err == nil {
+			ss.Title = title
+			s.Hub.broadcastTo(ss.ID, renderFrame(views.FrameSessionTitle(sessionItem(ss, ss.ID))))
+		}
+	}
+}
+
+// firstLine returns the first line of text, cut to n characters.
+func firstLine(text string, n int) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	if r := []rune(line); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return line
+}
