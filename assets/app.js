@@ -5,6 +5,29 @@
 
   var NEAR_BOTTOM_PX = 80;
 
+  // (0) Re-register the idiomorph htmx extension with a fixed isInlineSwap. The
+  // vendored idiomorph-ext 0.8.0 claims every swap style it does not know (beforeend,
+  // innerHTML, ...) as "inline", so with hx-ext="morph" on <body> an out-of-band
+  // <div hx-swap-oob="beforeend:#messages"> was inserted with its wrapper instead of
+  // its children (bigskysoftware/idiomorph#148). This version handles the morph
+  // styles only, and never builds a config with Function() (the CSP forbids eval).
+  if (window.htmx && window.Idiomorph) {
+    var morphStyle = function (style) {
+      if (style === 'morph' || style === 'morph:outerHTML') return 'outerHTML';
+      if (style === 'morph:innerHTML') return 'innerHTML';
+      return null;
+    };
+    window.htmx.defineExtension('morph', {
+      isInlineSwap: function (style) {
+        return morphStyle(style) === 'outerHTML';
+      },
+      handleSwap: function (style, target, fragment) {
+        var m = morphStyle(style);
+        if (m) return window.Idiomorph.morph(target, fragment.children, { morphStyle: m });
+      }
+    });
+  }
+
   // (1) Composer: Enter sends, Shift+Enter adds a newline, IME composition is left alone.
   document.addEventListener('keydown', function (e) {
     var ta = e.target;

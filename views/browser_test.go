@@ -206,10 +206,9 @@ func TestBrowserChatStream(t *testing.T) {
 	send(t, c, views.FrameLiveBlocks(`<p>one</p>`))
 	send(t, c, views.FrameLiveTail(`<p>tw</p>`))
 	send(t, c, views.FrameLiveBlocks(`<p>two</p>`), views.FrameLiveTail(`<p>thr</p>`))
-	time.Sleep(time.Second)
-	dbg, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#chat").innerHTML`))
-	t.Logf("DOM %s", dbg)
 	run(t, ctx,
+		// The oob wrappers are not inserted: #messages holds the articles themselves.
+		waitJS(`[...document.querySelector("#messages").children].map(e => e.id).join(" ") === "msg-1 msg-live"`),
 		waitJS(`document.querySelector("#msg-live-blocks")?.innerHTML.replace(/\s+/g, "") === "<p>one</p><p>two</p>"`),
 		waitJS(`document.querySelector("#msg-live-tail")?.textContent.trim() === "thr"`),
 		waitJS(`getComputedStyle(document.querySelector("[data-testid=send]")).display === "none"`),

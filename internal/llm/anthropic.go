@@ -131,10 +131,10 @@ func (p *anthropicProvider) Stream(ctx context.Context, req Request, onEvent fun
 	dog.chunk()
 	err = stream.Err()
 	if err == nil && !finished {
+		err = errors.New("stream ended without message_stop")
 		if ctx.Err() == nil && dog.timeout() == nil {
-			return resp, brokenError(errors.New("stream ended without message_stop"))
+			return resp, brokenError(err)
 		}
-		err = ctx.Err()
 	}
 	if err != nil {
 		return resp, c.fail(err, anthropicStreamError(p.cfg.APIKey))

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -473,5 +476,78 @@ func TestErrorKindsAreReadable(t *testing.T) {
 	}
 	if _, ok := llm.AsError(context.Canceled); ok {
 		t.Error("AsError(context.Canceled) = true")
+	}
+}
+
+// rawSSE serves the given SSE body for chat completions, for wire shapes the
+// fake server does not script.
+func rawSSE(t *testing.T, body string) llm.Provider {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	p, err := llm.New(llm.Config{Kind: llm.KindOpenAI, BaseURL: srv.URL, StartTimeout: testTimeout, IdleTimeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestOpenAIReasoningField(t *testing.T) {
+	t.Parallel()
+	p := rawSSE(t, `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","reasoning":"hmm"},"finish_reason":null}]}
+
+data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"yes","reasoning":null},"finish_reason":"stop"}]}
+
+data: [DONE]
+
+`)
+	var rec recorder
+	resp, err := p.Stream(context.Background(), userRequest("?"), rec.on)
+	if err != nil || resp.Reasoning != "hmm" || resp.Content != "yes" || len(rec.events) != 2 || rec.events[0].Kind != llm.EventReasoning {
+		t.Errorf("resp = %+v, events %+v, err %v", resp, rec.events, err)
+	}
+}
+
+func TestOpenAIStreamWithoutEndIsBroken(t *testing.T) {
+	t.Parallel()
+	p := rawSSE(t, `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"half"},"finish_reason":null}]}
+
+`)
+	resp, err := p.Stream(context.Background(), userRequest("?"), nil)
+	wantKind(t, err, llm.KindBroken)
+	if resp.Content != "half" {
+		t.Errorf("partial = %q", resp.Content)
+	}
+}
+
+func TestOpenAIErrorEventMidStream(t *testing.T) {
+	t.Parallel()
+	p := rawSSE(t, `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"par"},"finish_reason":null}]}
+
+data: {"error":{"message":"Rate limit exceeded upstream","type":"rate_limit_exceeded"}}
+
+`)
+	resp, err := p.Stream(context.Background(), userRequest("?"), nil)
+	e := wantKind(t, err, llm.KindRateLimit)
+	if !strings.Contains(e.Message, "Rate limit exceeded upstream") || resp.Content != "par" {
+		t.Errorf("message = %q, partial %q", e.Message, resp.Content)
+	}
+}
+
+func TestOpenAIWholeToolCallsWithoutIndexes(t *testing.T) {
+	t.Parallel()
+	p := rawSSE(t, `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{\"n\":1}"}}]},"finish_reason":null}]}
+
+data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"id":"b","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}
+
+data: [DONE]
+
+`)
+	resp, err := p.Stream(context.Background(), userRequest("?"), nil)
+	if err != nil || len(resp.ToolCalls) != 2 || resp.ToolCalls[0] != (llm.ToolCall{ID: "a", Name: "f", Arguments: `{"n":1}`}) || resp.ToolCalls[1].Name != "g" {
+		t.Errorf("calls = %+v, err %v", resp.ToolCalls, err)
 	}
 }

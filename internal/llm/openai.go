@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sort"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -72,7 +71,11 @@ func (p *openaiProvider) Stream(ctx context.Context, req Request, onEvent func(E
 	stream := p.chat.NewStreaming(sctx, params, option.WithMiddleware(c.tap.middleware))
 	defer stream.Close()
 
-	calls := map[int64]*ToolCall{} // by index, assembled from fragments
+	// Tool calls are assembled from fragments by index. A fragment with a new id
+	// at a used index starts a new call: some servers send every call whole
+	// without distinct indexes.
+	calls := map[int64]*ToolCall{}
+	var order []*ToolCall
 	finished := false
 	for stream.Next() {
 		dog.chunk()
@@ -95,9 +98,10 @@ func (p *openaiProvider) Stream(ctx context.Context, req Request, onEvent func(E
 			}
 			for _, tc := range d.ToolCalls {
 				call := calls[tc.Index]
-				if call == nil {
+				if call == nil || (tc.ID != "" && call.ID != "" && tc.ID != call.ID) {
 					call = &ToolCall{}
 					calls[tc.Index] = call
+					order = append(order, call)
 				}
 				if tc.ID != "" {
 					call.ID = tc.ID
@@ -126,13 +130,8 @@ func (p *openaiProvider) Stream(ctx context.Context, req Request, onEvent func(E
 	if err != nil {
 		return resp, c.fail(err, openaiStreamError(p.cfg.APIKey))
 	}
-	indexes := make([]int64, 0, len(calls))
-	for i := range calls {
-		indexes = append(indexes, i)
-	}
-	sort.Slice(indexes, func(a, b int) bool { return indexes[a] < indexes[b] })
-	for _, i := range indexes {
-		tc := *calls[i]
+	for _, call := range order {
+		tc := *call
 		if tc.Arguments == "" {
 			tc.Arguments = "{}"
 		}
