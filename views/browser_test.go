@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"atrium/assets"
+	"atrium/internal/browsertest"
 	"atrium/views"
 
 	"github.com/a-h/templ"
@@ -66,60 +63,8 @@ func newChatHarness(t *testing.T, page views.Page, chat views.Chat) *chatHarness
 	return h
 }
 
-func browser(t *testing.T, width, height int) (context.Context, *problems) {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("E2E_REQUIRED") != "" {
-			t.Fatal("chromium not found and E2E_REQUIRED is set")
-		}
-		t.Skip("chromium not found; set E2E_REQUIRED=1 to fail instead")
-	}
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
-		chromedp.ExecPath(path),
-		chromedp.NoSandbox,
-		chromedp.WindowSize(width, height),
-	)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	ctx, cancel2 := chromedp.NewContext(actx)
-	t.Cleanup(cancel2)
-	if err := chromedp.Do(ctx); err != nil { // starts the browser; no timeout on this one
-		t.Fatal(err)
-	}
-	p := &problems{}
-	go func() {
-		for m, err := range chromedp.Console(ctx) {
-			if err != nil {
-				return
-			}
-			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException {
-				p.add(string(m.Type) + ": " + m.Text)
-			}
-		}
-	}()
-	return ctx, p
-}
-
-// problems collects console errors and uncaught exceptions (CSP violations among them).
-type problems struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (p *problems) add(m string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.msgs = append(p.msgs, m)
-}
-
-func (p *problems) check(t *testing.T) {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.msgs) > 0 {
-		t.Errorf("the browser reported:\n%s", strings.Join(p.msgs, "\n"))
-	}
+func browser(t *testing.T, width, height int) (context.Context, *browsertest.Problems) {
+	return browsertest.New(t, width, height)
 }
 
 func (h *chatHarness) conn(t *testing.T) *websocket.Conn {
@@ -243,7 +188,7 @@ func TestBrowserChatStream(t *testing.T) {
 	send(t, c, views.FrameMessages(chat))
 	run(t, ctx, waitJS(`document.querySelectorAll("#messages > article").length === 2 && !!document.querySelector("#msg-2")`))
 
-	problems.check(t)
+	problems.Check(t)
 }
 
 func TestBrowserPhoneSidebar(t *testing.T) {
@@ -264,5 +209,5 @@ func TestBrowserPhoneSidebar(t *testing.T) {
 	if overflow {
 		t.Error("the page scrolls sideways at 360px")
 	}
-	problems.check(t)
+	problems.Check(t)
 }

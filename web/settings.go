@@ -78,11 +78,12 @@ func providerInput(c echo.Context) (views.ProviderForm, store.Provider, error) {
 		return f, p, errs.E(errs.Invalid, "A provider needs a name of at most 64 characters.")
 	case f.Kind != "openai" && f.Kind != "anthropic":
 		return f, p, errs.E(errs.Invalid, "Pick a provider type: OpenAI-compatible or Anthropic.")
-	case f.Kind == "openai" && f.BaseURL == "":
-		return f, p, errs.E(errs.Invalid, "An OpenAI-compatible provider needs a base URL, e.g. https://api.openai.com/v1 or http://localhost:11434/v1.")
 	}
-	if f.BaseURL != "" {
-		u, err := url.Parse(f.BaseURL)
+	if f.Kind == "openai" && f.BaseURL == "" {
+		p.BaseURL = "https://api.openai.com/v1" // the official endpoint, as the form says
+	}
+	if p.BaseURL != "" {
+		u, err := url.Parse(p.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return f, p, errs.E(errs.Invalid, "The base URL must be an http:// or https:// URL.")
 		}

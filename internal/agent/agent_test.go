@@ -1,0 +1,457 @@
+package agent_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"atrium/internal/agent"
+	"atrium/internal/crypto"
+	"atrium/internal/errs"
+	"atrium/internal/llm"
+	"atrium/internal/llm/llmtest"
+	"atrium/internal/models"
+	"atrium/internal/store"
+)
+
+// recorder is a Sink that keeps every event.
+type recorder struct {
+	mu      sync.Mutex
+	events  []agent.Event
+	changed chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)} }
+
+func (r *recorder) Publish(ev agent.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) all() []agent.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+func (r *recorder) count(kind agent.EventKind) int {
+	n := 0
+	for _, ev := range r.all() {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor waits until at least n events of kind arrived and returns the n-th.
+func (r *recorder) waitFor(t *testing.T, kind agent.EventKind, n int) agent.Event {
+	t.Helper()
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
+	for {
+		seen := 0
+		for _, ev := range r.all() {
+			if ev.Kind == kind {
+				seen++
+				if seen == n {
+					return ev
+				}
+			}
+		}
+		select {
+		case <-r.changed:
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for event #%d of kind %d; got %d events", n, kind, len(r.all()))
+		}
+	}
+}
+
+// waitFinal waits for the n-th committed reply.
+func (r *recorder) waitFinal(t *testing.T, n int) *store.Message {
+	t.Helper()
+	return r.waitFor(t, agent.EventFinal, n).Message
+}
+
+type harness struct {
+	db      *store.DB
+	llm     *llmtest.Server
+	sink    *recorder
+	agent   *agent.Agent
+	session store.Session
+}
+
+type options struct {
+	noProvider bool
+	apiKey     string
+	cfg        agent.Config
+}
+
+const apiKey = "sk-test-SECRET-abcdef123456"
+
+func newHarness(t *testing.T, o options) *harness {
+	t.Helper()
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "atrium.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	master := make([]byte, crypto.KeySize)
+	if _, err := rand.Read(master); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := crypto.NewKeyring(ctx, master, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := llmtest.NewServer(t)
+	if !o.noProvider {
+		p := &store.Provider{Name: "Fake", Kind: store.KindOpenAI, BaseURL: fake.URL(), Models: []string{"fake-model"}}
+		if err := db.CreateProvider(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if o.apiKey != "" {
+			sealed, err := keys.Seal(ctx, 0, []byte(o.apiKey), models.KeyAD(p.ID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.APIKeySealed = sealed
+			if err := db.UpdateProvider(ctx, *p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.SetSetting(ctx, models.DefaultModelSetting, models.Value(p.ID, "fake-model")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond}
+	u := &store.User{Username: "ann", PasswordHash: "x", Role: store.RoleUser}
+	if err := db.CreateUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	s := &store.Session{ID: "session-1", OwnerID: u.ID}
+	if err := db.CreateSession(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	sink := newRecorder()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := agent.New(db, catalog.Resolve, sink, o.cfg, nil, log)
+	// Never leave a run writing into a closed database.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := a.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return &harness{db: db, llm: fake, sink: sink, agent: a, session: *s}
+}
+
+func (h *harness) messages(t *testing.T) []store.Message {
+	t.Helper()
+	msgs, _, err := h.db.LatestMessages(context.Background(), h.session.ID, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+func (h *harness) send(t *testing.T, text string) {
+	t.Helper()
+	if err := h.agent.Send(context.Background(), h.session, text); err != nil {
+		t.Fatalf("send %q: %v", text, err)
+	}
+}
+
+func TestReplyIsStreamedAndCommitted(t *testing.T) {
+	h := newHarness(t, options{})
+	full := "Hello there, this is a **streamed** reply.\n\nSecond paragraph."
+	h.llm.Enqueue(llmtest.Reply{Text: llmtest.Words(full), Usage: &llm.Usage{InputTokens: 5, OutputTokens: 9}})
+
+	h.send(t, "Hi!")
+	final := h.sink.waitFinal(t, 1)
+
+	if final.Status != store.StatusComplete || final.Content != full || final.Error != "" {
+		t.Fatalf("final = status %q content %q error %q; want complete %q", final.Status, final.Content, final.Error, full)
+	}
+	if final.Model != "fake-model" || final.Tokens != 9 {
+		t.Errorf("final model %q tokens %d, want fake-model 9", final.Model, final.Tokens)
+	}
+
+	evs := h.sink.all()
+	var kinds []agent.EventKind
+	var streamed strings.Builder
+	for _, ev := range evs {
+		if ev.SessionID != h.session.ID {
+			t.Errorf("event for session %q", ev.SessionID)
+		}
+		if len(kinds) == 0 || kinds[len(kinds)-1] != ev.Kind {
+			kinds = append(kinds, ev.Kind)
+		}
+		if ev.Kind == agent.EventText {
+			streamed.WriteString(ev.Text)
+		}
+	}
+	want := []agent.EventKind{agent.EventUserMessage, agent.EventRunStarted, agent.EventText, agent.EventFinal}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("event kinds (runs collapsed) = %v, want %v", kinds, want)
+	}
+	if streamed.String() != full {
+		t.Errorf("streamed text %q, want %q", streamed.String(), full)
+	}
+	if evs[0].Message == nil || evs[0].Message.Content != "Hi!" || evs[0].Message.Seq != 1 {
+		t.Errorf("user message event = %+v", evs[0].Message)
+	}
+	if evs[1].Model != "fake-model" {
+		t.Errorf("run started with model %q", evs[1].Model)
+	}
+
+	msgs := h.messages(t)
+	if len(msgs) != 2 {
+		t.Fatalf("stored %d messages, want 2", len(msgs))
+	}
+	if msgs[0].Role != "user" || msgs[0].Content != "Hi!" || msgs[0].Status != store.StatusComplete {
+		t.Errorf("stored user message %+v", msgs[0])
+	}
+	if msgs[1].Role != store.RoleAssistant || msgs[1].Content != full || msgs[1].Status != store.StatusComplete || msgs[1].Seq != final.Seq {
+		t.Errorf("stored reply %+v", msgs[1])
+	}
+}
+
+func TestStopKeepsPartialReply(t *testing.T) {
+	h := newHarness(t, options{})
+	full := strings.Repeat("word ", 60)
+	h.llm.Enqueue(llmtest.Reply{Text: llmtest.Words(full), ChunkDelay: 20 * time.Millisecond})
+
+	h.send(t, "Tell me a long story")
+	h.sink.waitFor(t, agent.EventText, 1)
+	if !h.agent.Stop(h.session.ID) {
+		t.Fatal("Stop reported no run in progress")
+	}
+	final := h.sink.waitFinal(t, 1)
+
+	if final.Status != store.StatusStopped {
+		t.Fatalf("status %q (error %q), want stopped", final.Status, final.Error)
+	}
+	if final.Content == "" || !strings.HasPrefix(full, final.Content) || len(final.Content) >= len(full) {
+		t.Errorf("partial content %q is not a non-empty strict prefix of the reply", final.Content)
+	}
+	msgs := h.messages(t)
+	if len(msgs) != 2 || msgs[1].Status != store.StatusStopped || msgs[1].Content != final.Content {
+		t.Fatalf("stored %+v", msgs)
+	}
+	if h.agent.Stop(h.session.ID) {
+		t.Error("Stop after the run ended reported a run in progress")
+	}
+}
+
+func TestProviderFailuresAreSavedAsErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		reply llmtest.Reply
+		want  []string // substrings of the saved error
+	}{
+		{"unauthorized", llmtest.Reply{Status: 401,
+			ErrorBody: `{"error":{"message":"Incorrect API key provided: ` + apiKey + `","code":"invalid_api_key"}}`},
+			[]string{"401", "API key"}},
+		{"rate limited", llmtest.Reply{Status: 429}, []string{"429", "rate limit"}},
+		{"server error", llmtest.Reply{Status: 500}, []string{"500", "server error"}},
+		{"never starts", llmtest.Reply{StallBeforeHeaders: time.Minute}, []string{"did not start"}},
+		{"stalls mid-reply", llmtest.Reply{Text: []string{"Partial ", "answer ", "never ", "ends"}, StallAfter: 2}, []string{"stopped sending"}},
+		{"connection breaks", llmtest.Reply{Text: []string{"Partial ", "answer ", "never ", "ends"}, BreakAfter: 2}, []string{"broke"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, options{apiKey: apiKey})
+			h.llm.Enqueue(tt.reply)
+
+			h.send(t, "Hello?")
+			final := h.sink.waitFinal(t, 1)
+
+			msgs := h.messages(t)
+			if len(msgs) != 2 {
+				t.Fatalf("stored %d messages, want the user message and one reply: %+v", len(msgs), msgs)
+			}
+			if msgs[0].Role != "user" || msgs[0].Content != "Hello?" {
+				t.Errorf("user message not kept: %+v", msgs[0])
+			}
+			got := msgs[1]
+			if got.Role != store.RoleAssistant || got.Status != store.StatusError || got.Seq != final.Seq {
+				t.Fatalf("reply %+v, want one assistant message with status error", got)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(strings.ToLower(got.Error), strings.ToLower(w)) {
+					t.Errorf("error %q does not mention %q", got.Error, w)
+				}
+			}
+			if strings.Contains(got.Error, "SECRET") || strings.Contains(got.Content, "SECRET") {
+				t.Errorf("the API key leaked into the saved reply: %q", got.Error)
+			}
+			if auth := h.llm.LastRequest().Header.Get("Authorization"); auth != "Bearer "+apiKey {
+				t.Errorf("provider got Authorization %q, want the sealed key opened", auth)
+			}
+		})
+	}
+}
+
+func TestNoModelConfigured(t *testing.T) {
+	h := newHarness(t, options{noProvider: true})
+	h.send(t, "Anyone there?")
+	final := h.sink.waitFinal(t, 1)
+
+	if final.Status != store.StatusError || !strings.Contains(final.Error, "No model is configured") || !strings.Contains(final.Error, "Settings") {
+		t.Errorf("reply %q / %q, want an error telling the admin to configure a model in Settings", final.Status, final.Error)
+	}
+	if n := h.sink.count(agent.EventRunStarted); n != 0 {
+		t.Errorf("%d run-started events without a model", n)
+	}
+	if n := len(h.llm.Requests()); n != 0 {
+		t.Errorf("the fake provider got %d requests", n)
+	}
+	if msgs := h.messages(t); len(msgs) != 2 || msgs[0].Content != "Anyone there?" || msgs[1].Status != store.StatusError {
+		t.Errorf("stored %+v", msgs)
+	}
+}
+
+func TestSecondSendWhileBusy(t *testing.T) {
+	h := newHarness(t, options{})
+	h.llm.Enqueue(llmtest.Reply{Text: []string{"Thinking ", "hard"}, StallAfter: 1})
+
+	h.send(t, "first")
+	h.sink.waitFor(t, agent.EventText, 1)
+	err := h.agent.Send(context.Background(), h.session, "second")
+	if !errs.Is(err, errs.Busy) {
+		t.Fatalf("second send: %v, want errs.Busy", err)
+	}
+	if msgs := h.messages(t); len(msgs) != 1 || msgs[0].Content != "first" {
+		t.Fatalf("while busy the store holds %+v, want only the first message", msgs)
+	}
+	if n := h.sink.count(agent.EventUserMessage); n != 1 {
+		t.Errorf("%d user-message events, want 1", n)
+	}
+
+	h.agent.Stop(h.session.ID)
+	h.sink.waitFinal(t, 1)
+	msgs := h.messages(t)
+	if len(msgs) != 2 || msgs[1].Status != store.StatusStopped {
+		t.Fatalf("after stop: %+v", msgs)
+	}
+	// The session takes messages again once the run ended.
+	h.send(t, "third")
+	if final := h.sink.waitFinal(t, 2); final.Status != store.StatusComplete {
+		t.Errorf("next reply %+v", final)
+	}
+}
+
+func TestInvalidMessagesAreRefused(t *testing.T) {
+	h := newHarness(t, options{cfg: agent.Config{MaxMessageBytes: 1024}})
+	tests := []struct {
+		name, text, code string
+	}{
+		{"over the limit", strings.Repeat("a", 1025), errs.TooLarge},
+		{"invalid utf-8", "caf\xc3\x28 \xff", errs.Invalid},
+		{"empty", "", errs.Invalid},
+		{"only spaces", " \n\t ", errs.Invalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := h.agent.Send(context.Background(), h.session, tt.text)
+			if !errs.Is(err, tt.code) {
+				t.Fatalf("Send: %v, want %s", err, tt.code)
+			}
+			if errs.Message(err) == errs.Message(fmt.Errorf("internal")) {
+				t.Errorf("message %q does not say what is wrong", errs.Message(err))
+			}
+		})
+	}
+	if msgs := h.messages(t); len(msgs) != 0 {
+		t.Errorf("stored %+v", msgs)
+	}
+	if evs := h.sink.all(); len(evs) != 0 {
+		t.Errorf("published %d events", len(evs))
+	}
+	if n := len(h.llm.Requests()); n != 0 {
+		t.Errorf("the provider was called %d times", n)
+	}
+	// Exactly at the limit is fine.
+	h.send(t, strings.Repeat("a", 1024))
+	if final := h.sink.waitFinal(t, 1); final.Status != store.StatusComplete {
+		t.Errorf("reply to a message at the limit: %+v", final)
+	}
+}
+
+func TestShutdownSavesPartialReply(t *testing.T) {
+	h := newHarness(t, options{})
+	h.llm.Enqueue(llmtest.Reply{Text: []string{"The ", "answer ", "is ", "coming"}, StallAfter: 2})
+
+	h.send(t, "Question")
+	h.sink.waitFor(t, agent.EventText, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.agent.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	// Shutdown returned, so the reply must already be committed.
+	msgs := h.messages(t)
+	if len(msgs) != 2 {
+		t.Fatalf("stored %+v", msgs)
+	}
+	if got := msgs[1]; got.Status != store.StatusStopped || got.Content != "The answer " {
+		t.Errorf("reply after shutdown: status %q content %q, want stopped \"The answer \"", got.Status, got.Content)
+	}
+	if n := h.sink.count(agent.EventFinal); n != 1 {
+		t.Errorf("%d final events, want 1", n)
+	}
+	if err := h.agent.Send(context.Background(), h.session, "more"); !errs.Is(err, errs.Unavailable) {
+		t.Errorf("send after shutdown: %v, want errs.Unavailable", err)
+	}
+}
+
+func TestModelGetsHistoryInOrder(t *testing.T) {
+	h := newHarness(t, options{cfg: agent.Config{SystemPrompt: "Be brief."}})
+	h.llm.Enqueue(
+		llmtest.Reply{Text: []string{"Paris."}},
+		llmtest.Reply{Status: 500},
+		llmtest.Reply{Text: []string{"About 2 million."}},
+	)
+
+	h.send(t, "Capital of France?")
+	h.sink.waitFinal(t, 1)
+	h.send(t, "And of Italy?")
+	h.sink.waitFinal(t, 2)
+	h.send(t, "Population of Paris?")
+	h.sink.waitFinal(t, 3)
+
+	got := h.llm.LastRequest().Chat
+	if got.Model != "fake-model" || !got.Stream {
+		t.Errorf("request model %q stream %v", got.Model, got.Stream)
+	}
+	var roles, contents []string
+	for _, m := range got.Messages {
+		roles = append(roles, m.Role)
+		contents = append(contents, m.Content)
+	}
+	// The failed reply carries no text for the model and is left out.
+	wantRoles := []string{"system", "user", "assistant", "user", "user"}
+	wantContents := []string{"Be brief.", "Capital of France?", "Paris.", "And of Italy?", "Population of Paris?"}
+	if !slices.Equal(roles, wantRoles) || !slices.Equal(contents, wantContents) {
+		t.Errorf("model got roles %q contents %q\nwant %q %q", roles, contents, wantRoles, wantContents)
+	}
+	if msgs := h.messages(t); len(msgs) != 6 || msgs[5].Content != "About 2 million." {
+		t.Errorf("stored %d messages", len(msgs))
+	}
+}
