@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +140,8 @@ func TestEndToEndChat(t *testing.T) {
 		t.Errorf("stopped reply has %d of 300 words; want a non-empty part", n)
 	}
 
+	screenshot(t, ctx, "chat-desktop")
+
 	// 4. Reload: the history is there, from the database.
 	var roles []string
 	run("reload",
@@ -216,5 +220,21 @@ func into[T any](dst *T, a chromedp.Action[T]) chromedp.Action[chromedp.Void] {
 		v, err := a(ctx, t)
 		*dst = v
 		return chromedp.Void{}, err
+	}
+}
+
+// screenshot saves a PNG of the page into $E2E_SCREENSHOTS, when set, for a person to
+// look at; it checks nothing.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	dir := os.Getenv("E2E_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644)
+	}
+	if err != nil {
+		t.Logf("screenshot %s: %v", name, err)
 	}
 }
