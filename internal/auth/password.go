@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"unicode/utf8"
 
@@ -53,7 +54,7 @@ func HashPassword(pw string) (string, error) {
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("auth: hash password: %w", err)
 	}
-	sum := argon2.IDKey([]byte(pw), salt, argonTime, argonMemory, argonThreads, hashLen)
+	sum := idKey([]byte(pw), salt, argonTime, argonMemory, argonThreads, hashLen)
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
 		argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(sum)), nil
 }
@@ -67,7 +68,7 @@ func VerifyPassword(encoded, pw string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	sum := argon2.IDKey([]byte(pw), p.salt, p.time, p.memory, p.threads, uint32(len(p.hash)))
+	sum := idKey([]byte(pw), p.salt, p.time, p.memory, p.threads, uint32(len(p.hash)))
 	return subtle.ConstantTimeCompare(sum, p.hash) == 1, nil
 }
 
@@ -151,4 +152,14 @@ func ValidateUsername(name string) error {
 		}
 	}
 	return nil
+}
+
+// hashSlots bounds concurrent argon2 runs: each takes ~20 MB and tens of milliseconds,
+// so a burst of logins must queue rather than exhaust memory.
+var hashSlots = make(chan struct{}, max(2, runtime.NumCPU()))
+
+func idKey(pw, salt []byte, time, memory uint32, threads uint8, keyLen uint32) []byte {
+	hashSlots <- struct{}{}
+	defer func() { <-hashSlots }()
+	return argon2.IDKey(pw, salt, time, memory, threads, keyLen)
 }
