@@ -121,4 +121,3 @@ func (s *Server) logout(c echo.Context) error {
 	s.clearLoginCookie(c)
 	return redirect(c, "/login")
 }
-
