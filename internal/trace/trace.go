@@ -1,0 +1,505 @@
+// Package trace records the call chain of every agent turn: one run per turn and,
+// inside it, ordered spans for context assembly, tool selection, each model request
+// (exactly as sent) and response, each tool call and result, summary updates, memory
+// lookups and the final reply. Everything stored passes through a Redactor first.
+//
+// Recording must never break a turn. Every write is a small transaction of its own
+// that ignores the caller's cancellation (a stopped turn is still recorded) and is
+// bounded by WriteTimeout. A failed write returns an error for the caller to log,
+// and the Run and Span stay usable: a run row that could not be written is created
+// by the next write, a span whose start could not be written is written whole when
+// it ends. A nil *Run or *Span records nothing and returns nil, so a caller may
+// keep going after StartRun failed.
+//
+// Reading is owner-scoped: another user's run is errs.NotFound, exactly like a
+// missing one.
+package trace
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"atrium/internal/errs"
+	"atrium/internal/store"
+)
+
+// Span kinds, as stored in spans.kind.
+const (
+	KindContext       = "context"        // context assembly: what was included, cut, and why
+	KindToolSelection = "tool_selection" // which tools were offered this step
+	KindModelRequest  = "model_request"  // data: ModelRequest (the request exactly as sent)
+	KindModelResponse = "model_response" // the assembled response
+	KindToolCall      = "tool_call"
+	KindToolResult    = "tool_result"
+	KindSummary       = "summary" // a rolling-summary update
+	KindFinal         = "final"   // the final reply
+	KindMemory        = "memory"  // memory lookups and writes
+	KindError         = "error"
+)
+
+func validKind(k string) bool {
+	switch k {
+	case KindContext, KindToolSelection, KindModelRequest, KindModelResponse, KindToolCall,
+		KindToolResult, KindSummary, KindFinal, KindMemory, KindError:
+		return true
+	}
+	return false
+}
+
+// Run statuses, as stored in runs.status.
+const (
+	StatusRunning  = "running"
+	StatusComplete = "complete"
+	StatusStopped  = "stopped"
+	StatusError    = "error"
+)
+
+// Span statuses used when End is given none. Callers may store others.
+const (
+	SpanRunning = "running"
+	SpanOK      = "ok"
+	SpanError   = "error"
+)
+
+// WriteTimeout bounds every recorder write.
+const WriteTimeout = 5 * time.Second
+
+// maxErrorLen caps stored error texts (in bytes, cut at a rune boundary).
+const maxErrorLen = 4000
+
+// Recorder writes and reads runs and spans. It is safe for concurrent use.
+type Recorder struct {
+	db  *store.DB
+	red *Redactor
+}
+
+// NewRecorder returns a recorder on db that redacts with red (nil: a Redactor
+// with no configured secrets, which still masks bearer tokens and keys).
+// Timestamps come from db.Now.
+func NewRecorder(db *store.DB, red *Redactor) *Recorder {
+	if red == nil {
+		red = NewRedactor()
+	}
+	return &Recorder{db: db, red: red}
+}
+
+// Redactor returns the recorder's redactor, e.g. to add secrets later.
+func (r *Recorder) Redactor() *Redactor { return r.red }
+
+func (r *Recorder) now() time.Time {
+	if r.db.Now != nil {
+		return r.db.Now()
+	}
+	return time.Now()
+}
+
+// writeCtx detaches ctx from its cancellation and bounds it by WriteTimeout.
+func writeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
+}
+
+// Run is one turn being recorded. It is safe for concurrent use by the run's
+// goroutines; spans are numbered (seq) in the order they are started.
+type Run struct {
+	rec       *Recorder
+	id        string
+	sessionID string
+	ownerID   int64
+	model     string
+	started   time.Time
+
+	mu      sync.Mutex
+	seq     int
+	created bool // the runs row is known to exist
+}
+
+// StartRun records the start of run id (the caller makes the id, e.g. a UUID) for
+// ownerID in sessionID ("" for a run outside any session) with model.
+//
+// Errors: an empty id or a non-positive owner is errs.Invalid, a session that does
+// not exist or is not ownerID's (or an unknown owner) errs.NotFound, a taken id
+// errs.Conflict; in these cases the returned *Run is nil, which records nothing.
+// Any other failure returns a usable *Run together with the error; its row is
+// written by its next successful write.
+func (r *Recorder) StartRun(ctx context.Context, id, sessionID string, ownerID int64, model string) (*Run, error) {
+	if id == "" || ownerID <= 0 {
+		return nil, fmt.Errorf("trace: start run: %w", errs.E(errs.Invalid, "a run needs an id and an owner"))
+	}
+	run := &Run{rec: r, id: id, sessionID: sessionID, ownerID: ownerID, model: model, started: r.now()}
+	ctx, cancel := writeCtx(ctx)
+	defer cancel()
+	n, err := run.insertRow(ctx, r.db.SQL)
+	if isForeignKey(err) {
+		return nil, fmt.Errorf("trace: start run: %w", errs.Wrap(errs.NotFound, err, "user not found"))
+	}
+	if err != nil {
+		return run, fmt.Errorf("trace: start run: %w", err)
+	}
+	if n == 0 {
+		var owner int64
+		switch err := r.db.SQL.QueryRowContext(ctx, `SELECT owner_id FROM runs WHERE id = ?`, id).Scan(&owner); {
+		case err == nil:
+			return nil, fmt.Errorf("trace: start run: %w", errs.E(errs.Conflict, "run %s already exists", id))
+		case errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("trace: start run: %w", errs.E(errs.NotFound, "session not found"))
+		default:
+			return run, fmt.Errorf("trace: start run: %w", err)
+		}
+	}
+	run.created = true
+	return run, nil
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// insertRow inserts the runs row unless it exists, only when the session (if any)
+// belongs to the owner. It returns the number of rows inserted.
+func (run *Run) insertRow(ctx context.Context, ex execer) (int64, error) {
+	res, err := ex.ExecContext(ctx, `INSERT INTO runs (id, session_id, owner_id, model, status, started_at)
+		SELECT ?1, NULLIF(?2, ''), ?3, ?4, 'running', ?5
+		WHERE ?2 = '' OR EXISTS (SELECT 1 FROM sessions WHERE id = ?2 AND owner_id = ?3)
+		ON CONFLICT (id) DO NOTHING`,
+		run.id, run.sessionID, run.ownerID, run.model, run.started.UnixMilli())
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// write runs fn in one transaction, first creating the run's row if an earlier
+// write could not.
+func (run *Run) write(ctx context.Context, fn func(ctx context.Context, ex execer) error) error {
+	ctx, cancel := writeCtx(ctx)
+	defer cancel()
+	run.mu.Lock()
+	created := run.created
+	run.mu.Unlock()
+	if created {
+		return fn(ctx, run.rec.db.SQL)
+	}
+	tx, err := run.rec.db.SQL.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := run.insertRow(ctx, tx); err != nil {
+		return err
+	}
+	if err := fn(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	run.mu.Lock()
+	run.created = true
+	run.mu.Unlock()
+	return nil
+}
+
+// ID returns the run's id ("" for a nil run).
+func (run *Run) ID() string {
+	if run == nil {
+		return ""
+	}
+	return run.id
+}
+
+func (run *Run) nextSeq() int {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.seq++
+	return run.seq
+}
+
+// Span is one step of a run, started by Run.Span or Span.Child and finished by
+// End. It is safe for concurrent use.
+type Span struct {
+	run     *Run
+	parent  int64
+	seq     int
+	kind    string
+	name    string
+	started time.Time
+
+	mu    sync.Mutex
+	id    int64           // 0 until the start is written
+	data  json.RawMessage // redacted, as last written
+	ended bool
+}
+
+// ID returns the span's row id, 0 for a nil span or one whose start could not be
+// written yet.
+func (s *Span) ID() int64 {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
+}
+
+// Span starts a top-level span of kind (one of the Kind constants) with a name
+// (a tool's name, a model's, ...) and data (any JSON-marshalable value, redacted
+// before storage; pass JSON documents as json.RawMessage so that their keys are
+// redacted too). It takes the next seq. An unknown kind is errs.Invalid and gives
+// a nil *Span; a failed write returns a usable *Span with the error.
+func (run *Run) Span(ctx context.Context, kind, name string, data any) (*Span, error) {
+	return run.start(ctx, 0, kind, name, data)
+}
+
+// Child starts a span nested under s (see Run.Span).
+func (s *Span) Child(ctx context.Context, kind, name string, data any) (*Span, error) {
+	if s == nil {
+		return nil, nil
+	}
+	return s.run.start(ctx, s.ID(), kind, name, data)
+}
+
+func (run *Run) start(ctx context.Context, parent int64, kind, name string, data any) (*Span, error) {
+	if run == nil {
+		return nil, nil
+	}
+	if !validKind(kind) {
+		return nil, fmt.Errorf("trace: start span: %w", errs.E(errs.Invalid, "unknown span kind %q", kind))
+	}
+	raw, jerr := run.rec.red.JSON(data)
+	s := &Span{run: run, parent: parent, seq: run.nextSeq(), kind: kind, name: run.rec.red.String(name),
+		started: run.rec.now(), data: raw}
+	err := run.write(ctx, func(ctx context.Context, ex execer) error {
+		id, err := s.insert(ctx, ex, SpanRunning, "", time.Time{}, 0, 0)
+		s.id = id // no one else has s yet
+		return err
+	})
+	if err = errors.Join(jerr, err); err != nil {
+		return s, fmt.Errorf("trace: start span %s: %w", kind, err)
+	}
+	return s, nil
+}
+
+// insert writes the whole span row and returns its id. A zero ended is NULL.
+func (s *Span) insert(ctx context.Context, ex execer, status, errText string, ended time.Time, tokIn, tokOut int) (int64, error) {
+	var endedAt any
+	if !ended.IsZero() {
+		endedAt = ended.UnixMilli()
+	}
+	var data any
+	if len(s.data) > 0 {
+		data = string(s.data)
+	}
+	res, err := ex.ExecContext(ctx, `INSERT INTO spans (run_id, parent_id, seq, kind, name, status, error, started_at, ended_at, tokens_in, tokens_out, data)
+		VALUES (?, NULLIF(?, 0), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.run.id, s.parent, s.seq, s.kind, s.name, status, errText, s.started.UnixMilli(), endedAt, tokIn, tokOut, data)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// End finishes the span. An empty status becomes "ok", or "error" when err is
+// non-nil; err is stored as redacted text. Non-nil data is redacted and, when both
+// it and the span's start data are JSON objects, merged into it key by key (the
+// new value wins); otherwise it replaces the start data. Ending a span twice is
+// errs.Conflict. A failed write leaves the span open so that End can be retried.
+func (s *Span) End(ctx context.Context, status string, err error, tokensIn, tokensOut int, data any) error {
+	if s == nil {
+		return nil
+	}
+	status = spanStatus(status, err)
+	errText := s.run.errorText(err)
+	var raw json.RawMessage
+	var jerr error
+	if data != nil {
+		raw, jerr = s.run.rec.red.JSON(data)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return fmt.Errorf("trace: end span: %w", errs.E(errs.Conflict, "span %d (seq %d) already ended", s.id, s.seq))
+	}
+	newData := s.data
+	if raw != nil {
+		newData = mergeJSON(s.data, raw)
+	}
+	ended := s.run.rec.now()
+	werr := s.run.write(ctx, func(ctx context.Context, ex execer) error {
+		if s.id == 0 { // the start was never written: write the span whole
+			prev := s.data
+			s.data = newData
+			id, err := s.insert(ctx, ex, status, errText, ended, tokensIn, tokensOut)
+			s.data = prev
+			if err == nil {
+				s.id = id
+			}
+			return err
+		}
+		var d any
+		if len(newData) > 0 {
+			d = string(newData)
+		}
+		_, err := ex.ExecContext(ctx, `UPDATE spans SET status = ?, error = ?, ended_at = ?, tokens_in = ?, tokens_out = ?, data = ? WHERE id = ?`,
+			status, errText, ended.UnixMilli(), tokensIn, tokensOut, d, s.id)
+		return err
+	})
+	if werr == nil {
+		s.data, s.ended = newData, true
+	}
+	if err := errors.Join(jerr, werr); err != nil {
+		return fmt.Errorf("trace: end span %s: %w", s.kind, err)
+	}
+	return nil
+}
+
+// Record writes a finished top-level span in one write: it started at started
+// and ends now. Status, err and data are as for Span.End.
+func (run *Run) Record(ctx context.Context, kind, name string, data any, started time.Time, status string, err error, tokensIn, tokensOut int) error {
+	return run.record(ctx, 0, kind, name, data, started, status, err, tokensIn, tokensOut)
+}
+
+// Record writes a finished span nested under s (see Run.Record).
+func (s *Span) Record(ctx context.Context, kind, name string, data any, started time.Time, status string, err error, tokensIn, tokensOut int) error {
+	if s == nil {
+		return nil
+	}
+	return s.run.record(ctx, s.ID(), kind, name, data, started, status, err, tokensIn, tokensOut)
+}
+
+func (run *Run) record(ctx context.Context, parent int64, kind, name string, data any, started time.Time, status string, err error, tokensIn, tokensOut int) error {
+	if run == nil {
+		return nil
+	}
+	if !validKind(kind) {
+		return fmt.Errorf("trace: record span: %w", errs.E(errs.Invalid, "unknown span kind %q", kind))
+	}
+	raw, jerr := run.rec.red.JSON(data)
+	ended := run.rec.now()
+	if started.IsZero() {
+		started = ended
+	}
+	s := &Span{run: run, parent: parent, seq: run.nextSeq(), kind: kind, name: run.rec.red.String(name), started: started, data: raw}
+	werr := run.write(ctx, func(ctx context.Context, ex execer) error {
+		_, err := s.insert(ctx, ex, spanStatus(status, err), run.errorText(err), ended, tokensIn, tokensOut)
+		return err
+	})
+	if err := errors.Join(jerr, werr); err != nil {
+		return fmt.Errorf("trace: record span %s: %w", kind, err)
+	}
+	return nil
+}
+
+// End finishes the run with status (complete, stopped or error; empty means
+// complete, or error when err is non-nil), its error as redacted text, the token
+// totals and the number of steps. An unknown status is errs.Invalid. Ending again
+// overwrites the totals.
+func (run *Run) End(ctx context.Context, status string, err error, inTok, outTok, steps int) error {
+	if run == nil {
+		return nil
+	}
+	if status == "" {
+		status = StatusComplete
+		if err != nil {
+			status = StatusError
+		}
+	}
+	switch status {
+	case StatusComplete, StatusStopped, StatusError:
+	default:
+		return fmt.Errorf("trace: end run: %w", errs.E(errs.Invalid, "unknown run status %q", status))
+	}
+	ended := run.rec.now()
+	werr := run.write(ctx, func(ctx context.Context, ex execer) error {
+		res, err := ex.ExecContext(ctx, `UPDATE runs SET status = ?, error = ?, ended_at = ?, input_tokens = ?, output_tokens = ?, steps = ? WHERE id = ?`,
+			status, run.errorText(err), ended.UnixMilli(), inTok, outTok, steps, run.id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errors.Join(err, errs.E(errs.NotFound, "run %s not found", run.id))
+		}
+		return nil
+	})
+	if werr != nil {
+		return fmt.Errorf("trace: end run: %w", werr)
+	}
+	return nil
+}
+
+// StopUnfinished marks every run still "running" as stopped, with an error saying
+// the server stopped. Call it once at startup, before any turn runs: a run left
+// running then belongs to a process that is gone. It returns how many it marked.
+func (r *Recorder) StopUnfinished(ctx context.Context) (int64, error) {
+	res, err := r.db.SQL.ExecContext(ctx, `UPDATE runs SET status = 'stopped', error = ?, ended_at = ? WHERE status = 'running'`,
+		"the server stopped before this run finished", r.now().UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("trace: stop unfinished runs: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("trace: stop unfinished runs: %w", err)
+	}
+	return n, nil
+}
+
+func spanStatus(status string, err error) string {
+	if status != "" {
+		return status
+	}
+	if err != nil {
+		return SpanError
+	}
+	return SpanOK
+}
+
+func (run *Run) errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := run.rec.red.String(err.Error())
+	if len(s) > maxErrorLen {
+		cut := maxErrorLen
+		for cut > 0 && !utf8RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// mergeJSON merges patch into base when both are JSON objects (top-level keys of
+// patch win) and returns patch otherwise.
+func mergeJSON(base, patch json.RawMessage) json.RawMessage {
+	var b, p map[string]json.RawMessage
+	if len(base) == 0 || json.Unmarshal(base, &b) != nil || b == nil ||
+		json.Unmarshal(patch, &p) != nil || p == nil {
+		return patch
+	}
+	for k, v := range p {
+		b[k] = v
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(b) != nil {
+		return patch
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+func isForeignKey(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}
