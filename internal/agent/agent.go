@@ -30,7 +30,8 @@ type Store interface {
 type Resolver func(ctx context.Context, model string) (llm.Provider, string, error)
 
 // Sink receives every event of every run, in order per session. Publish must not block
-// for long: it is called from the run's goroutine.
+// for long: it is called from the run's goroutine. It must not call Send, which may wait
+// for the EventFinal being published to be delivered.
 type Sink interface {
 	Publish(Event)
 }
@@ -80,6 +81,8 @@ type Agent struct {
 
 type run struct {
 	cancel context.CancelCauseFunc
+	done   chan struct{} // closed once the run has left a.runs
+	ending bool          // the reply is committed; only its EventFinal is still being published
 }
 
 // ErrStopped is the cancellation cause when a user presses Stop.
@@ -128,44 +131,60 @@ func (a *Agent) Send(ctx context.Context, s store.Session, text string) error {
 		return err
 	}
 	a.mu.Lock()
-	if a.closed {
+	for {
+		if a.closed {
+			a.mu.Unlock()
+			return errs.E(errs.Unavailable, "The server is shutting down.")
+		}
+		prev, busy := a.runs[s.ID]
+		if !busy {
+			break
+		}
+		if !prev.ending {
+			a.mu.Unlock()
+			return errs.E(errs.Busy, "This chat is still answering. Wait for the reply or press Stop.")
+		}
+		// The previous reply is saved and its EventFinal is going out: a client that
+		// sends as soon as it sees that event must not be told the chat is busy.
 		a.mu.Unlock()
-		return errs.E(errs.Unavailable, "The server is shutting down.")
-	}
-	if _, busy := a.runs[s.ID]; busy {
-		a.mu.Unlock()
-		return errs.E(errs.Busy, "This chat is still answering. Wait for the reply or press Stop.")
+		select {
+		case <-prev.done:
+		case <-ctx.Done():
+			return fmt.Errorf("agent: send: %w", ctx.Err())
+		}
+		a.mu.Lock()
 	}
 	runCtx, cancel := context.WithCancelCause(context.Background())
-	r := &run{cancel: cancel}
+	r := &run{cancel: cancel, done: make(chan struct{})}
 	a.runs[s.ID] = r
 	a.wg.Add(1)
 	a.mu.Unlock()
 
 	user := &store.Message{SessionID: s.ID, Role: "user", Content: text, Status: store.StatusComplete}
 	if err := a.store.AppendMessage(ctx, user); err != nil {
-		a.finish(s.ID, cancel)
+		a.finish(s.ID, r)
 		return fmt.Errorf("agent: save user message: %w", err)
 	}
 	a.sink.Publish(Event{Kind: EventUserMessage, SessionID: s.ID, Message: user, At: a.now()})
 	go func() {
-		defer a.finish(s.ID, cancel)
-		a.reply(runCtx, s)
+		defer a.finish(s.ID, r)
+		a.reply(runCtx, s, r)
 	}()
 	return nil
 }
 
-func (a *Agent) finish(sessionID string, cancel context.CancelCauseFunc) {
-	cancel(nil)
+func (a *Agent) finish(sessionID string, r *run) {
+	r.cancel(nil)
 	a.mu.Lock()
 	delete(a.runs, sessionID)
 	a.mu.Unlock()
+	close(r.done)
 	a.wg.Done()
 }
 
 // reply streams the model's answer and always ends with exactly one committed assistant
 // message and an EventFinal.
-func (a *Agent) reply(ctx context.Context, s store.Session) {
+func (a *Agent) reply(ctx context.Context, s store.Session, r *run) {
 	msg := &store.Message{SessionID: s.ID, Role: "assistant", Status: store.StatusComplete}
 	defer func() {
 		// Commit with a fresh context: the run's own may be cancelled (Stop, shutdown).
@@ -175,12 +194,30 @@ func (a *Agent) reply(ctx context.Context, s store.Session) {
 			a.log.Error("agent: save reply", "session", s.ID, "err", err)
 			msg.Status, msg.Error = store.StatusError, "The reply could not be saved."
 		}
+		a.mu.Lock()
+		r.ending = true
+		a.mu.Unlock()
 		a.sink.Publish(Event{Kind: EventFinal, SessionID: s.ID, Message: msg, At: a.now()})
 	}()
 
+	// A Stop or shutdown that lands before the model answers cancels ctx, which fails
+	// the lookups below too; that is a stop, not an error.
+	stopped := func() bool {
+		if ctx.Err() == nil {
+			return false
+		}
+		msg.Status = store.StatusStopped
+		if errors.Is(context.Cause(ctx), ErrShutdown) {
+			msg.Error = "Stopped because the server shut down."
+		}
+		return true
+	}
+
 	provider, model, err := a.resolve(ctx, s.Model)
 	if err != nil {
-		msg.Status, msg.Error = store.StatusError, errs.Message(err)
+		if !stopped() {
+			msg.Status, msg.Error = store.StatusError, errs.Message(err)
+		}
 		return
 	}
 	msg.Model = model
@@ -188,8 +225,10 @@ func (a *Agent) reply(ctx context.Context, s store.Session) {
 
 	history, _, err := a.store.LatestMessages(ctx, s.ID, a.cfg.HistoryMessages)
 	if err != nil {
-		msg.Status, msg.Error = store.StatusError, "Could not read the conversation history."
-		a.log.Error("agent: read history", "session", s.ID, "err", err)
+		if !stopped() {
+			msg.Status, msg.Error = store.StatusError, "Could not read the conversation history."
+			a.log.Error("agent: read history", "session", s.ID, "err", err)
+		}
 		return
 	}
 	req := llm.Request{Model: model, Messages: toLLM(a.cfg.SystemPrompt, history)}
@@ -205,11 +244,7 @@ func (a *Agent) reply(ctx context.Context, s store.Session) {
 	msg.Content, msg.Reasoning, msg.Tokens = resp.Content, resp.Reasoning, resp.Usage.OutputTokens
 	switch {
 	case err == nil:
-	case ctx.Err() != nil:
-		msg.Status = store.StatusStopped
-		if errors.Is(context.Cause(ctx), ErrShutdown) {
-			msg.Error = "Stopped because the server shut down."
-		}
+	case stopped():
 	default:
 		msg.Status, msg.Error = store.StatusError, err.Error()
 		var pe *llm.Error
@@ -243,6 +278,7 @@ func toLLM(system string, history []store.Message) []llm.Message {
 func (a *Agent) Stop(sessionID string) bool {
 	a.mu.Lock()
 	r, ok := a.runs[sessionID]
+	ok = ok && !r.ending // an ending run's reply is already saved
 	a.mu.Unlock()
 	if ok {
 		r.cancel(ErrStopped)

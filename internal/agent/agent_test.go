@@ -24,9 +24,10 @@ import (
 
 // recorder is a Sink that keeps every event.
 type recorder struct {
-	mu      sync.Mutex
-	events  []agent.Event
-	changed chan struct{}
+	mu        sync.Mutex
+	events    []agent.Event
+	changed   chan struct{}
+	onPublish func(agent.Event) // called after recording, from the publisher's goroutine
 }
 
 func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)} }
@@ -34,7 +35,11 @@ func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)}
 func (r *recorder) Publish(ev agent.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, ev)
+	hook := r.onPublish
 	r.mu.Unlock()
+	if hook != nil {
+		hook(ev)
+	}
 	select {
 	case r.changed <- struct{}{}:
 	default:
@@ -256,6 +261,64 @@ func TestStopKeepsPartialReply(t *testing.T) {
 	}
 	if h.agent.Stop(h.session.ID) {
 		t.Error("Stop after the run ended reported a run in progress")
+	}
+}
+
+// A Stop that lands before the model is even asked (a double click on Send, then
+// Stop) is a stop, not a server error.
+func TestStopBeforeReplyStarts(t *testing.T) {
+	h := newHarness(t, options{})
+	h.sink.mu.Lock()
+	h.sink.onPublish = func(ev agent.Event) {
+		if ev.Kind == agent.EventUserMessage {
+			h.agent.Stop(ev.SessionID)
+		}
+	}
+	h.sink.mu.Unlock()
+
+	h.send(t, "Never mind")
+	final := h.sink.waitFinal(t, 1)
+	if final.Status != store.StatusStopped || final.Error != "" {
+		t.Errorf("reply status %q error %q, want stopped without an error", final.Status, final.Error)
+	}
+	if n := len(h.llm.Requests()); n != 0 {
+		t.Errorf("the model was called %d times after Stop", n)
+	}
+}
+
+// A client that sends its next message the moment it sees the final reply (the
+// browser re-enables the composer on that frame) is not told the chat is busy.
+func TestSendRightAfterFinal(t *testing.T) {
+	h := newHarness(t, options{})
+	sent := make(chan error, 1)
+	h.sink.mu.Lock()
+	h.sink.onPublish = func(ev agent.Event) {
+		if ev.Kind == agent.EventFinal && ev.Message.Content == "first reply" {
+			go func() { sent <- h.agent.Send(context.Background(), h.session, "next") }()
+			time.Sleep(50 * time.Millisecond) // a slow browser connection
+		}
+	}
+	h.sink.mu.Unlock()
+	h.llm.Enqueue(llmtest.Reply{Text: []string{"first reply"}}, llmtest.Reply{Text: []string{"second reply"}})
+
+	h.send(t, "first")
+	if err := <-sent; err != nil {
+		t.Fatalf("send right after the final event: %v", err)
+	}
+	if final := h.sink.waitFinal(t, 2); final.Content != "second reply" {
+		t.Fatalf("second reply %+v", final)
+	}
+	var kinds []agent.EventKind
+	for _, ev := range h.sink.all() {
+		if ev.Kind != agent.EventText {
+			kinds = append(kinds, ev.Kind)
+		}
+	}
+	// The next turn's events come after the previous final, never interleaved.
+	want := []agent.EventKind{agent.EventUserMessage, agent.EventRunStarted, agent.EventFinal,
+		agent.EventUserMessage, agent.EventRunStarted, agent.EventFinal}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("events %v, want %v", kinds, want)
 	}
 }
 
