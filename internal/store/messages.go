@@ -42,11 +42,12 @@ type Message struct {
 	Error      string
 	Model      string
 	Tokens     int
+	Duration   time.Duration // a tool call's run time (millisecond precision)
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }
 
-const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, created_at, updated_at`
+const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, created_at, updated_at`
 
 // Page size bounds for LatestMessages and MessagesBefore.
 const (
@@ -72,8 +73,8 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		return st
 	}
 	s.touchSession = prep(`UPDATE sessions SET updated_at = ? WHERE id = ?`)
-	s.insertMsg = prep(`INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, created_at, updated_at)
-		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11
+	s.insertMsg = prep(`INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, created_at, updated_at)
+		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?11, ?11
 		FROM messages WHERE session_id = ?1
 		RETURNING id, seq`)
 	s.msgsBefore = prep(`SELECT ` + messageCols + ` FROM messages
@@ -91,10 +92,11 @@ func (s *stmts) close() {
 
 func scanMessage(row interface{ Scan(...any) error }) (Message, error) {
 	var m Message
-	var created, updated int64
+	var created, updated, durMS int64
 	var toolCalls sql.NullString
 	err := row.Scan(&m.ID, &m.SessionID, &m.Seq, &m.Role, &m.Content, &m.Reasoning, &toolCalls,
-		&m.ToolCallID, &m.Status, &m.Error, &m.Model, &m.Tokens, &created, &updated)
+		&m.ToolCallID, &m.Status, &m.Error, &m.Model, &m.Tokens, &durMS, &created, &updated)
+	m.Duration = time.Duration(durMS) * time.Millisecond
 	if toolCalls.Valid {
 		m.ToolCalls = []byte(toolCalls.String)
 	}
@@ -169,7 +171,7 @@ func (db *DB) appendMessages(ctx context.Context, msgs []*Message) error {
 				touched[m.SessionID] = true
 			}
 			err := insert.QueryRowContext(ctx, m.SessionID, m.Role, m.Content, m.Reasoning, nullText(m.ToolCalls),
-				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now).Scan(&ids[i], &seqs[i])
+				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now, m.Duration.Milliseconds()).Scan(&ids[i], &seqs[i])
 			if isCheck(err) {
 				return errs.Wrap(errs.Invalid, err, "invalid message (tool calls must be JSON)")
 			}
@@ -198,8 +200,8 @@ func (db *DB) UpdateMessage(ctx context.Context, m *Message) error {
 	}
 	now := ms(db.now())
 	res, err := db.SQL.ExecContext(ctx, `UPDATE messages SET content = ?, reasoning = ?, tool_calls = ?, status = ?, error = ?,
-		model = ?, tokens = ?, updated_at = ? WHERE id = ?`,
-		m.Content, m.Reasoning, nullText(m.ToolCalls), m.Status, m.Error, m.Model, m.Tokens, now, m.ID)
+		model = ?, tokens = ?, duration_ms = ?, updated_at = ? WHERE id = ?`,
+		m.Content, m.Reasoning, nullText(m.ToolCalls), m.Status, m.Error, m.Model, m.Tokens, m.Duration.Milliseconds(), now, m.ID)
 	if isCheck(err) {
 		err = errs.Wrap(errs.Invalid, err, "invalid message (tool calls must be JSON)")
 	}
