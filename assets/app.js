@@ -11,6 +11,19 @@
   // <div hx-swap-oob="beforeend:#messages"> was inserted with its wrapper instead of
   // its children (bigskysoftware/idiomorph#148). This version handles the morph
   // styles only, and never builds a config with Function() (the CSP forbids eval).
+  //
+  // Morphs keep what belongs to the reader: whether a <details> (a tool card, a
+  // reasoning box, the task form) is open — idiomorph would otherwise reset `open` to
+  // what the server rendered — and the value of the field being typed in. (Not with
+  // idiomorph's ignoreActiveValue: that also freezes the children of whatever has
+  // focus, e.g. a tool card's <summary> just clicked.)
+  var morphCallbacks = {
+    beforeAttributeUpdated: function (name, node) {
+      if (name === 'open' && node instanceof HTMLDetailsElement) return false;
+      if (name === 'value' && node === document.activeElement &&
+          (node instanceof HTMLInputElement || node instanceof HTMLTextAreaElement)) return false;
+    }
+  };
   if (window.htmx && window.Idiomorph) {
     var morphStyle = function (style) {
       if (style === 'morph' || style === 'morph:outerHTML') return 'outerHTML';
@@ -23,7 +36,12 @@
       },
       handleSwap: function (style, target, fragment) {
         var m = morphStyle(style);
-        if (m) return window.Idiomorph.morph(target, fragment.children, { morphStyle: m });
+        if (m) {
+          return window.Idiomorph.morph(target, fragment.children, {
+            morphStyle: m,
+            callbacks: morphCallbacks
+          });
+        }
       }
     });
   }
@@ -183,7 +201,18 @@
     if (t) t.setAttribute('aria-expanded', open ? 'true' : 'false');
   }
 
+  // (6) The task panel and context meter: a right-hand column on wide screens, where
+  // their <details> is always open (its summary is hidden by CSS), and a collapsed
+  // "Task & context" box above the composer on narrow ones.
+  var wide = window.matchMedia('(min-width: 1000px)');
+  function placeSide() {
+    var side = document.querySelector('details[data-side]');
+    if (side) side.open = wide.matches;
+  }
+  if (wide.addEventListener) wide.addEventListener('change', placeSide);
+
   function start() {
+    placeSide();
     watchChat();
     if (document.getElementById('messages')) scrollToBottom();
     var ta = document.querySelector('#composer textarea[name=text]');

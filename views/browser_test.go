@@ -107,8 +107,10 @@ func run(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Vo
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatal(err)
+	for i, step := range steps {
+		if err := chromedp.Do(ctx, step); err != nil {
+			t.Fatalf("step %d of %d: %v", i+1, len(steps), err)
+		}
 	}
 }
 
@@ -195,7 +197,10 @@ func TestBrowserPhoneSidebar(t *testing.T) {
 	ctx, problems := browser(t, 360, 740)
 	h := newChatHarness(t, page, sampleChat())
 	run(t, ctx,
+		// Headless Chromium keeps windows at least 500 px wide; emulate the phone.
+		chromedp.EmulateViewport(360, 740),
 		chromedp.Navigate(h.url+"/s/s1"),
+		waitJS(`window.innerWidth === 360`),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=composer]`)),
 		waitJS(`document.querySelector("#sidebar")?.getBoundingClientRect().right <= 0`),
 		chromedp.Click(chromedp.CSS(`[data-testid=sidebar-toggle]`)),
@@ -210,4 +215,162 @@ func TestBrowserPhoneSidebar(t *testing.T) {
 		t.Error("the page scrolls sideways at 360px")
 	}
 	problems.Check(t)
+}
+
+// TestBrowserAgentStep streams a turn with reasoning and a tool call: the reasoning
+// delta lands collapsed in the live reply, the committed step shows a running tool
+// card, the card's update morphs it in place keeping the reader's open/closed choice,
+// and the final message replaces the next live reply. The side column (task panel,
+// context meter) takes its frames too.
+func TestBrowserAgentStep(t *testing.T) {
+	ctx, problems := browser(t, 1100, 800)
+	chat := sampleChat()
+	chat.Messages, chat.Live, chat.RunState, chat.OlderCursor = nil, nil, "idle", 0
+	chat.Task, chat.Meter = views.TaskPanel{}, nil
+	h := newChatHarness(t, page, chat)
+
+	run(t, ctx, chromedp.Navigate(h.url+"/s/s1"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=composer]`)))
+	c := h.conn(t)
+	run(t, ctx,
+		waitJS(`typeof htmx === "object"`),
+		// Wide screen: the side column is open, without its summary.
+		waitJS(`document.querySelector("[data-side]").open`),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=task-empty]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#context-meter`)),
+		waitJS(`!document.querySelector("[data-testid=side-toggle]").checkVisibility()`),
+		waitJS(`document.querySelector("#task-panel").getBoundingClientRect().left >= document.querySelector("#messages").getBoundingClientRect().right`),
+	)
+
+	send(t, c,
+		views.FrameUserMessage(views.Message{Seq: 1, Role: "user", Text: "What time is it?"}, views.LiveMessage{Model: "m1"}),
+		views.FrameRunState("streaming"),
+	)
+	run(t, ctx,
+		chromedp.WaitVisible(chromedp.CSS(`#msg-live`)),
+		waitJS(`getComputedStyle(document.querySelector("#msg-live-reasoning-box")).display === "none"`),
+	)
+
+	const thought = "The user asks <script>window.pwned = 1</script> for the time."
+	send(t, c, views.FrameLiveReasoning("The user asks <script>window.pwned = 1</script>"))
+	send(t, c, views.FrameLiveReasoning(" for the time."))
+	run(t, ctx,
+		waitJS(`document.querySelector("#msg-live-reasoning").textContent === `+jsString(thought)),
+		// The oob wrapper is not inserted, and the text stayed text.
+		waitJS(`document.querySelector("#msg-live-reasoning").children.length === 0 && !window.pwned`),
+		waitJS(`getComputedStyle(document.querySelector("#msg-live-reasoning-box")).display !== "none"`),
+		waitJS(`!document.querySelector("#msg-live-reasoning-box").open`),
+		waitJS(`!document.querySelector("#msg-live-reasoning").checkVisibility()`),
+	)
+
+	card := views.ToolCard{ID: "call 1", Name: "current_time", Args: "{\n  \"zone\": \"UTC\"\n}", Status: "running"}
+	id := views.ToolDOMID(card.ID)
+	sel := "#" + id
+	step := views.Message{Seq: 2, Role: "assistant", Model: "m1", Reasoning: thought, Tools: []views.ToolCard{card}}
+	send(t, c, views.FrameAssistantStep(step, views.LiveMessage{Model: "m1"}))
+	run(t, ctx,
+		waitJS(`[...document.querySelector("#messages").children].map(e => e.id).join(" ") === "msg-1 msg-2 msg-live"`),
+		chromedp.WaitVisible(chromedp.CSS(`#msg-2 [data-testid=tool-card][data-status=running]`)),
+		waitJS(`document.querySelector("`+sel+` [data-testid=tool-status]").textContent === "running…"`),
+		waitJS(`!document.querySelector("#msg-2 details.reasoning").open`),
+		waitJS(`document.querySelector("#msg-2 .reasoning-text").textContent === `+jsString(thought)),
+		waitJS(`getComputedStyle(document.querySelector("#msg-live-reasoning-box")).display === "none"`),
+		waitJS(`!document.querySelector("`+sel+` [data-testid=tool-args]").checkVisibility()`),
+		// The reader opens the card.
+		chromedp.Click(chromedp.CSS(sel+` > summary`)),
+		chromedp.WaitVisible(chromedp.CSS(sel+` [data-testid=tool-args]`)),
+		waitJS(`(window.atriumCard = document.querySelector("`+sel+`")).open`),
+	)
+
+	done := card
+	done.Status, done.Result, done.Duration = "ok", "2025-03-01T12:00:00Z", 400*time.Millisecond
+	send(t, c, views.FrameToolCard(done))
+	run(t, ctx,
+		waitJS(`document.querySelector("`+sel+`").dataset.status === "ok"`),
+		// Morphed in place, still open.
+		waitJS(`document.querySelector("`+sel+`") === window.atriumCard && window.atriumCard.open`),
+		waitJS(`document.querySelectorAll("[data-testid=tool-card]").length === 1`),
+		waitJS(`document.querySelector("`+sel+` [data-testid=tool-status]").textContent === "ok"`),
+		waitJS(`document.querySelector("`+sel+` [data-testid=tool-duration]").textContent === "0.4 s"`),
+		chromedp.WaitVisible(chromedp.CSS(sel+` [data-testid=tool-result]`)),
+		waitJS(`!document.querySelector("#msg-2 details.reasoning").open`),
+		// A closed card stays closed through the next morph.
+		chromedp.Click(chromedp.CSS(sel+` > summary`)),
+		waitJS(`!window.atriumCard.open`),
+	)
+	done.Truncated = true
+	send(t, c, views.FrameToolCard(done))
+	run(t, ctx,
+		waitJS(`!!document.querySelector("`+sel+` [data-testid=tool-truncated]")`),
+		waitJS(`document.querySelector("`+sel+`") === window.atriumCard && !window.atriumCard.open`),
+	)
+
+	send(t, c, views.FrameLiveBlocks(`<p>It is noon (UTC).</p>`))
+	send(t, c, views.FrameFinal(views.Message{Seq: 3, Role: "assistant", HTML: `<p>It is noon (UTC).</p>`, Model: "m1"}), views.FrameRunState("idle"))
+	run(t, ctx,
+		waitJS(`[...document.querySelector("#messages").children].map(e => e.id).join(" ") === "msg-1 msg-2 msg-3"`),
+		waitJS(`document.querySelector("#msg-3").textContent.includes("It is noon")`),
+		waitJS(`document.querySelector("`+sel+`") === window.atriumCard && window.atriumCard.dataset.status === "ok"`),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=send]`)),
+	)
+
+	// The task panel: a morph from the server keeps what the reader is typing.
+	run(t, ctx,
+		chromedp.Click(chromedp.CSS(`[data-testid=task-goal-input]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=task-goal-input]`), "my draft"),
+	)
+	send(t, c, views.FrameTaskPanel(views.TaskPanel{SessionID: "s1", Goal: "Tell the time", Stage: "answered", Params: `{"zone": "UTC"}`, UpdatedAt: created}))
+	send(t, c, views.FrameContextMeter(views.ContextMeter{Limit: 120000, Total: 1500, Zones: []views.MeterZone{
+		{Name: "pinned", Tokens: 200, Budget: 800}, {Name: "summary", Budget: 500}, {Name: "history", Tokens: 1200}, {Name: "tools", Tokens: 100},
+	}}))
+	run(t, ctx,
+		waitJS(`document.querySelector("[data-testid=task-goal]")?.textContent === "Tell the time"`),
+		waitJS(`document.querySelector("[data-testid=task-stage]")?.textContent === "answered"`),
+		waitJS(`document.querySelector("[data-testid=task-goal-input]").value === "my draft"`),
+		waitJS(`document.querySelector(".task-edit").open`),
+		waitJS(`document.querySelectorAll("#context-meter [data-testid=meter-zone]").length === 4`),
+		waitJS(`document.querySelector("#context-meter [data-testid=meter-total] .zone-usage").textContent === "1,500 / 120,000 tokens"`),
+	)
+	problems.Check(t)
+}
+
+// TestBrowserPhoneSidePanel: at 360 px the task panel and meter sit in a collapsed
+// box above the composer, which opens without pushing the page sideways.
+func TestBrowserPhoneSidePanel(t *testing.T) {
+	ctx, problems := browser(t, 360, 740)
+	h := newChatHarness(t, page, sampleChat())
+	run(t, ctx,
+		// Headless Chromium keeps windows at least 500 px wide; emulate the phone.
+		chromedp.EmulateViewport(360, 740),
+		chromedp.Navigate(h.url+"/s/s1"),
+		waitJS(`window.innerWidth === 360`),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=composer]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=side-toggle]`)),
+		waitJS(`!document.querySelector("#task-panel").checkVisibility()`),
+		waitJS(`document.querySelector("[data-side]").getBoundingClientRect().bottom <= document.querySelector("#composer").getBoundingClientRect().top + 1`),
+		chromedp.Click(chromedp.CSS(`[data-testid=side-toggle]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=task-goal]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#context-meter`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=composer]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid=task-edit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=task-save]`)),
+	)
+	for _, expr := range []string{
+		`document.documentElement.scrollWidth > window.innerWidth`,
+		`[...document.querySelectorAll("#task-panel input, #task-panel textarea, #context-meter meter")].some(e => e.getBoundingClientRect().right > window.innerWidth)`,
+	} {
+		bad, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad {
+			t.Errorf("at 360px: %s", expr)
+		}
+	}
+	problems.Check(t)
+}
+
+// jsString quotes s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

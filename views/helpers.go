@@ -1,6 +1,7 @@
 package views
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -121,3 +122,120 @@ func kindLabel(kind string) string {
 }
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// ToolDOMID is the element id of the card of the tool call with the model-given id.
+// Ids made only of [A-Za-z0-9_-] are kept ("tool-call_1"); any other id, and any id
+// starting with "x-", is hex-encoded after "tool-x-", so two call ids never share a
+// DOM id and the result is safe in a CSS selector.
+func ToolDOMID(id string) string {
+	if id != "" && !strings.HasPrefix(id, "x-") && strings.IndexFunc(id, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+	}) < 0 {
+		return "tool-" + id
+	}
+	return "tool-x-" + hex.EncodeToString([]byte(id))
+}
+
+// toolStatus is a card's status, "running" when unset.
+func toolStatus(c ToolCard) string {
+	if c.Status == "" {
+		return "running"
+	}
+	return c.Status
+}
+
+// toolStatusLabel is the text of a card's status pill.
+func toolStatusLabel(c ToolCard) string {
+	switch s := toolStatus(c); s {
+	case "running":
+		return "running…"
+	case "error":
+		if c.ErrorCode != "" {
+			return "error: " + c.ErrorCode
+		}
+		return "error"
+	default:
+		return s
+	}
+}
+
+// duration formats a tool call's duration: "0.4 s", "12.0 s", "95 s"; "" for none.
+func duration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return ""
+	case d < 100*time.Millisecond:
+		return "< 0.1 s"
+	case d < 100*time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+	default:
+		return strconv.FormatFloat(d.Seconds(), 'f', 0, 64) + " s"
+	}
+}
+
+// taskFor is the chat's task panel, bound to the chat's session.
+func taskFor(c Chat) TaskPanel {
+	t := c.Task
+	if t.SessionID == "" {
+		t.SessionID = c.Session.ID
+	}
+	return t
+}
+
+func taskEmpty(t TaskPanel) bool {
+	return strings.TrimSpace(t.Goal) == "" && strings.TrimSpace(t.Stage) == "" && strings.TrimSpace(t.Params) == ""
+}
+
+// num formats a token count with thousands separators: 12,345.
+func num(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// zoneMax is the scale of a zone's bar: its budget, else the whole limit.
+func zoneMax(z MeterZone, limit int) int {
+	if z.Budget > 0 {
+		return z.Budget
+	}
+	if limit > 0 {
+		return limit
+	}
+	return max(z.Tokens, 1)
+}
+
+// zoneLabel names a zone for people.
+func zoneLabel(name string) string {
+	switch name {
+	case "pinned":
+		return "Pinned"
+	case "summary":
+		return "Summary"
+	case "history":
+		return "History"
+	case "tools":
+		return "Tool results"
+	}
+	return name
+}
+
+// meterUsage is "1,234 / 4,000" (or just "1,234" with no bound).
+func meterUsage(tokens, bound int) string {
+	if bound <= 0 {
+		return num(tokens)
+	}
+	return num(tokens) + " / " + num(bound)
+}

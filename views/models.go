@@ -52,12 +52,26 @@ type Message struct {
 	Error     string
 	Model     string
 	CreatedAt time.Time
+	Reasoning string     // the model's reasoning or thinking text, shown collapsed above the answer
+	Tools     []ToolCard // the tool calls of an assistant step, shown below its text
+}
+
+// ToolCard is one tool call of an assistant step: what was asked and what came back.
+type ToolCard struct {
+	ID, Name  string        // ID is the model's raw call id; ToolDOMID makes the element id from it
+	Args      string        // pretty-printed JSON arguments
+	Status    string        // running|ok|error
+	ErrorCode string        // e.g. invalid_arguments, timeout (when Status is error)
+	Result    string        // result preview (the web layer caps it at about 2,000 characters)
+	Truncated bool          // the preview is cut; the full result is stored
+	Duration  time.Duration // 0 while running
 }
 
 // LiveMessage is the assistant reply being streamed: finished blocks and the
 // unfinished tail, both already rendered by internal/markdown.
 type LiveMessage struct {
 	BlocksHTML, TailHTML, Model string
+	Reasoning                   string // reasoning streamed so far, plain text
 }
 
 // ModelOption is one entry of a model select; Value is what the form posts.
@@ -75,8 +89,31 @@ type Chat struct {
 	Live            *LiveMessage
 	RunState        string // idle|streaming|queued ("" means idle)
 	Models          []ModelOption
-	MaxMessageBytes int    // 0 = no hint for the browser; the server enforces it anyway
-	Notice          string // e.g. no model configured
+	MaxMessageBytes int           // 0 = no hint for the browser; the server enforces it anyway
+	Notice          string        // e.g. no model configured
+	Task            TaskPanel     // SessionID may be left empty: Session.ID is used
+	Meter           *ContextMeter // nil before the session's first turn
+}
+
+// TaskPanel is the session's working memory as the side panel shows and edits it.
+type TaskPanel struct {
+	SessionID, Goal, Stage string
+	Params                 string // pretty-printed JSON object, or ""
+	UpdatedAt              time.Time
+	Error                  string // a failed save, shown above the form
+}
+
+// MeterZone is one zone of the assembled context: pinned, summary, history, tools.
+type MeterZone struct {
+	Name           string
+	Tokens, Budget int // Budget 0 = no budget of its own (bounded by the limit only)
+}
+
+// ContextMeter is the token count of the last turn's context, per zone.
+type ContextMeter struct {
+	Zones []MeterZone
+	Total int
+	Limit int // the model's window minus the reserve for the reply
 }
 
 // Provider is a configured model provider. It never carries the API key, only a hint.

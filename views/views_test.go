@@ -140,7 +140,8 @@ func sampleChat() views.Chat {
 		},
 		Messages: []views.Message{
 			{Seq: 5, Role: "user", Text: "Plan <b>a trip</b>", Status: "complete", CreatedAt: created},
-			{Seq: 6, Role: "assistant", HTML: "<p>Sure.</p>", Status: "stopped", Model: "m1", CreatedAt: created},
+			{Seq: 6, Role: "assistant", HTML: "<p>Sure.</p>", Status: "stopped", Model: "m1", CreatedAt: created, Reasoning: "The user wants a trip.",
+				Tools: []views.ToolCard{{ID: "call_1", Name: "current_time", Args: "{}", Status: "ok", Result: "2025-03-01T12:00:00Z", Duration: 40 * time.Millisecond}}},
 			{Seq: 7, Role: "assistant", HTML: "", Status: "error", Error: "model unavailable"},
 		},
 		OlderCursor:     5,
@@ -148,6 +149,11 @@ func sampleChat() views.Chat {
 		RunState:        "streaming",
 		Models:          []views.ModelOption{{Value: "p1/m1", Label: "m1", Selected: true}, {Value: "p1/m2", Label: "m2"}},
 		MaxMessageBytes: 32768,
+		Task:            views.TaskPanel{Goal: "Plan a trip to Oslo", Stage: "dates", Params: "{\n  \"nights\": 3\n}", UpdatedAt: created},
+		Meter: &views.ContextMeter{Limit: 120000, Total: 2100, Zones: []views.MeterZone{
+			{Name: "pinned", Tokens: 300, Budget: 800}, {Name: "summary", Tokens: 0, Budget: 500},
+			{Name: "history", Tokens: 1600}, {Name: "tools", Tokens: 200},
+		}},
 	}
 }
 

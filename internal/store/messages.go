@@ -299,3 +299,26 @@ func (db *DB) MessageByID(ctx context.Context, sessionID string, id int64) (Mess
 	}
 	return m, nil
 }
+
+// MessagesFrom returns up to limit messages with seq > afterSeq, oldest first (for
+// folding old turns into the summary in bounded batches).
+func (db *DB) MessagesFrom(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Message, error) {
+	rows, err := db.SQL.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
+		WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: messages from: %w", err)
+	}
+	defer rows.Close()
+	var out []Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: messages from: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: messages from: %w", err)
+	}
+	return out, nil
+}
