@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -119,7 +120,7 @@ func benchmarkRelay(b *testing.B, sessions int) {
 			if res.err != nil {
 				b.Fatalf("session %d: %v", j, res.err)
 			}
-			if res.final != markdown.Render(res.want) {
+			if !strings.Contains(res.final, `<div class="md">`+markdown.Render(res.want)+"</div>") {
 				b.Fatalf("session %d: final frame is not the whole reply:\n%s", j, res.final)
 			}
 			for i := 1; i <= relayTokens; i++ {
@@ -193,7 +194,7 @@ type relayResult struct {
 	published []time.Time // by token number, set by the producer
 	seen      []time.Time // by token number: when a frame first showed it
 	want      string      // the whole reply, as published
-	final     string      // the HTML of the reply in the final frame
+	final     string      // the final frame
 	frames    int         // live frames received (not counting user message and final)
 	err       error
 }
@@ -225,7 +226,7 @@ func readRelay(conn *websocket.Conn, res *relayResult) error {
 					res.seen[id] = now
 				}
 			}
-			res.final = finalHTML(string(frame))
+			res.final = string(frame)
 			return nil
 		}
 		res.frames++
@@ -270,21 +271,6 @@ func checkPrefix(ids []int, n int) error {
 		return fmt.Errorf("%d tokens, want %d", len(ids), n)
 	}
 	return nil
-}
-
-// finalHTML extracts the markdown HTML from a final frame: the content of <div class="md">.
-func finalHTML(frame string) string {
-	const open = `<div class="md">`
-	i := strings.Index(frame, open)
-	if i < 0 {
-		return ""
-	}
-	rest := frame[i+len(open):]
-	j := strings.LastIndex(rest, "</div>")
-	if j < 0 {
-		return ""
-	}
-	return rest[:j]
 }
 
 // BenchmarkStreamCPU measures the process CPU time (user+sys, all goroutines) spent
@@ -367,6 +353,11 @@ func benchmarkCPU(b *testing.B, tokens []string, step time.Duration) {
 		for _, tok := range tokens {
 			clock.Add(int64(step))
 			h.Publish(agent.Event{Kind: agent.EventText, SessionID: id, Text: tok})
+			// A real stream is far slower than this loop; do not let the client fall
+			// 256 frames behind and be dropped.
+			for len(cl.send) > clientBuffer/2 {
+				time.Sleep(50 * time.Microsecond)
+			}
 		}
 		h.Publish(agent.Event{Kind: agent.EventFinal, SessionID: id, Message: &store.Message{
 			SessionID: id, Seq: seq + 1, Role: "assistant", Content: full, Status: "complete"}})
@@ -441,4 +432,93 @@ func markdownTokens(n int) []string {
 		paragraph(60)
 	}
 	return toks[:n]
+}
+
+// TestTailExtension checks that extending the tail's HTML without rendering (extendTail)
+// always gives what rendering would: streams of tricky markdown, cut into words, bytes
+// and random chunks, each chunk flushed, the tail compared with markdown.Render.
+func TestTailExtension(t *testing.T) {
+	docs := []string{
+		strings.Join(markdownTokens(2200), ""),
+		"visit www.example.com now and then www.test.org. ok, WWW.X.COM and Www.y.z wwwx done",
+		"email me at a@b.com please, or mailto:x@y.z and http://example.com/path?q=1 words",
+		"**bold** text *em* and `code` and ~~del~~ done **unclosed bold words and *open em words",
+		"- item one\n- item two with words\n\n1. first words\n2) second words\n\nafter words",
+		"> quote line words\nlazy continuation words\n\npara words",
+		"| a | b |\n|---|---|\n| c | d |\nmore row words\n\nafter words",
+		"a | b\n--|--\nc d e words\nf | g words\n",
+		"# Heading words\n\nSetext words\n===\n\nOther words\n---\n\nend",
+		"[ref]: http://x.com 'title words\nmore'\n\nSee [ref] words [x]: y\n\n[z]: w words",
+		"```go\nfunc main() {\n\tfmt.Println(\"hi <b> & 'q'\")\n}\n```\n\nafter code words",
+		"~~~\ncode ``` inside\n  ```\n~~~~\ntext words\n\n````\nx\n```\nstill code\n````\nout words",
+		"    indented code words\n    more\n\npara words",
+		"- a\n\n  ```\n  code in list words\n  ```\n\n- b words",
+		"Text with trailing spaces   \nnext line words  \nthird",
+		"&amp entity &copy; words &#35 x &lt y",
+		"word\\\nhard break words",
+		"__init__ words and _under_ x __open words",
+		"*   star item words\n+ plus item words\n\n***\n\nwords * * * and - - - words",
+		"Heading? No! Really, yes. 3.14 is pi 1. not a list\n2024 was a year. 2024. Year words",
+		"10. ten words\n11. eleven words\n\n1234567890. not a list words",
+		"![alt words](http://x/y.png) after words ![open alt words",
+		"<div>raw html words</div> and <script>alert(1)</script> words <b words",
+		"\u00dcn\u00efc\u00f6d\u00e9 words \u2014 dashes \u201cquotes\u201d \u65e5\u672c\u8a9e words",
+		"```\nunclosed code block words\nwith lines <and> & \"quotes\"\n\tand tabs",
+		"  ```\nindented fence words\n  more\n  ```\nafter",
+		"para words\n```\ncode after para\n```\nafter",
+		"- [ ] task words\n- [x] done words\n- [ plain words",
+		"1. a\n\n   nested para words\n\n   - nested item words\n     lazy words",
+		"text\r\nwith crlf words\r\n```\r\ncode\r\n```\r\n",
+		"a\tb\ttab words\n\tindented tab words",
+		"foo\n\n```js\nconst s = `template ${x}`;\n``\n```\nafter words",
+		"Term words\n: not a definition words\n\nfoo  \nbar words",
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for d, doc := range docs {
+		cuts := map[string][]string{
+			"words": regexp.MustCompile(`\S+\s*|\s+`).FindAllString(doc, -1),
+			"bytes": strings.Split(doc, ""),
+		}
+		var chunks []string
+		for rest := doc; rest != ""; {
+			n := min(len(rest), 1+rnd.IntN(8))
+			chunks = append(chunks, rest[:n])
+			rest = rest[n:]
+		}
+		cuts["random"] = chunks
+		for name, chunks := range cuts {
+			l := &liveReply{}
+			for i, c := range chunks {
+				l.text = append(l.text, c...)
+				l.render()
+				if k := markdown.SplitStable(string(l.text[l.stable:])); k != 0 {
+					t.Fatalf("doc %d cut in %s, after chunk %d (%q): tail %q has finished blocks",
+						d, name, i, c, l.text[l.stable:])
+				}
+				if want := markdown.Render(string(l.text[l.stable:])); l.tailHTML != want {
+					t.Fatalf("doc %d cut in %s, after chunk %d (%q): tail of %q\n got %q\nwant %q",
+						d, name, i, c, l.text[l.stable:], l.tailHTML, want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkTailRender is what one markdown.Render of a tail costs by size: a fixed part
+// (~20µs here) that makes one render per token too slow, and why extendTail exists.
+func BenchmarkTailRender(b *testing.B) {
+	for _, n := range []int{5, 200, 1200} {
+		src := strings.Repeat("word ", n/5)
+		b.Run(fmt.Sprintf("paragraph-bytes=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				markdown.Render(src)
+			}
+		})
+	}
+	code := "```go\n" + strings.Repeat("\tx := compute(a, b) // step 1\n", 40)
+	b.Run("code-lines=40", func(b *testing.B) {
+		for b.Loop() {
+			markdown.Render(code)
+		}
+	})
 }
