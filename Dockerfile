@@ -27,25 +27,25 @@ COPY . .
 # -buildvcs=false: .git is not in the build context.
 RUN go build -trimpath -buildvcs=false -ldflags="-s -w" -o /out/atrium . \
  && /out/atrium -h >/dev/null
-# scratch has no shell, so the run-time files are prepared here: the data directory
-# (owned by the run-time uid; COPY --chown below keeps it so), a world-writable /tmp
-# (SQLite's temporary files, os.TempDir), the CA bundle for HTTPS to model providers,
-# and passwd/group entries so that the uid has a name.
-RUN mkdir -p /out/data /out/tmp /out/etc/ssl/certs \
- && chmod 0700 /out/data && chown 65532:65532 /out/data \
- && chmod 1777 /out/tmp \
+# scratch has no shell, so the run-time tree is prepared here and copied in two steps:
+#   /out/rootfs (owned by root): the binary, the CA bundle for HTTPS to model providers,
+#     passwd/group entries so that the uid has a name, and a world-writable sticky /tmp
+#     (SQLite's temporary files, os.TempDir);
+#   /out/datafs: the data directory, 0700 and owned by the run-time uid.
+# Directories are copied as the contents of a parent, because COPY does not keep the
+# mode of the directory named as its source (the legacy builder makes it 0755).
+RUN mkdir -p /out/rootfs/etc/ssl/certs /out/rootfs/tmp /out/datafs/data \
+ && mv /out/atrium /out/rootfs/atrium \
+ && chmod 1777 /out/rootfs/tmp \
+ && chmod 0700 /out/datafs/data \
  && test -s /etc/ssl/certs/ca-certificates.crt \
- && cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/ca-certificates.crt \
- && echo 'atrium:x:65532:65532:atrium:/data:/sbin/nologin' > /out/etc/passwd \
- && echo 'atrium:x:65532:' > /out/etc/group
+ && cp /etc/ssl/certs/ca-certificates.crt /out/rootfs/etc/ssl/certs/ca-certificates.crt \
+ && echo 'atrium:x:65532:65532:atrium:/data:/sbin/nologin' > /out/rootfs/etc/passwd \
+ && echo 'atrium:x:65532:' > /out/rootfs/etc/group
 
 FROM scratch
-COPY --from=build /out/etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
-COPY --from=build /out/etc/passwd /etc/passwd
-COPY --from=build /out/etc/group /etc/group
-COPY --from=build /out/tmp /tmp
-COPY --from=build --chown=65532:65532 /out/data /data
-COPY --from=build /out/atrium /atrium
+COPY --from=build /out/rootfs/ /
+COPY --from=build --chown=65532:65532 /out/datafs/ /
 USER 65532:65532
 WORKDIR /data
 ENV ATRIUM_DATA=/data ATRIUM_ADDR=:8080

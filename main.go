@@ -27,6 +27,8 @@ import (
 	"atrium/internal/errs"
 	"atrium/internal/models"
 	"atrium/internal/store"
+	"atrium/internal/tools"
+	"atrium/internal/trace"
 	"atrium/web"
 )
 
@@ -89,11 +91,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
-	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout, IdleTimeout: cfg.ModelIdleTimeout}
+	recorder := trace.NewRecorder(db, trace.NewRedactor())
+	if _, err := recorder.StopUnfinished(ctx); err != nil {
+		return err
+	}
+	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout,
+		IdleTimeout: cfg.ModelIdleTimeout, Redactor: recorder.Redactor()}
+	registry := tools.NewRegistry(db.SQL, tools.HashEmbedder{})
+	if err := tools.RegisterBuiltins(registry, time.Now, db); err != nil {
+		return err
+	}
 	hub := web.NewHub(30*time.Millisecond, nil, log)
-	ag := agent.New(db, catalog.Resolve, hub, agent.Config{MaxMessageBytes: cfg.MaxMessageBytes}, nil, log)
+	ag := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: hub, Tools: registry,
+		Recorder: recorder, Config: agent.Config{MaxMessageBytes: cfg.MaxMessageBytes}, Log: log})
 	srv := web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Models: catalog,
-		CSRFKey: csrfKey, Log: log, NewID: uuid.NewString})
+		Recorder: recorder, CSRFKey: csrfKey, Log: log, NewID: uuid.NewString})
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -2,14 +2,19 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"atrium/internal/contextwin"
 	"atrium/internal/errs"
 	"atrium/internal/models"
 	"atrium/internal/store"
+	"atrium/internal/tools"
+	"atrium/internal/trace"
 	"atrium/views"
 )
 
@@ -44,14 +49,9 @@ func (s *Server) chatView(ctx context.Context, ss store.Session, snap Snapshot) 
 	if snap.Live != nil {
 		chat.RunState = "streaming"
 	}
-	for _, m := range msgs {
-		if snap.Live != nil && m.Seq > snap.AfterSeq {
-			continue
-		}
-		if m.Role == "user" || m.Role == "assistant" {
-			chat.Messages = append(chat.Messages, messageView(m))
-		}
-	}
+	chat.Messages = messageViews(msgs, func(m store.Message) bool { return snap.Live != nil && m.Seq > snap.AfterSeq })
+	chat.Task = taskView(ss.ID, ss.State, "")
+	chat.Meter = s.lastMeter(ctx, ss)
 	if hasOlder && len(msgs) > 0 {
 		chat.OlderCursor = msgs[0].Seq
 	}
@@ -112,15 +112,93 @@ func (s *Server) olderMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	items := make([]views.Message, 0, len(msgs))
-	for _, m := range msgs {
-		if m.Role == "user" || m.Role == "assistant" {
-			items = append(items, messageView(m))
-		}
-	}
+	items := messageViews(msgs, nil)
 	var cursor int64
 	if hasOlder && len(msgs) > 0 {
 		cursor = msgs[0].Seq
 	}
 	return render(c, http.StatusOK, views.OlderMessages(ss.ID, items, cursor))
+}
+
+// messageViews maps a page of messages to views: user and assistant messages, with tool
+// results folded into the cards of the step that called them. hide leaves out
+// assistant messages (those that belong to the reply still streaming).
+func messageViews(msgs []store.Message, hide func(store.Message) bool) []views.Message {
+	results := map[string]*store.Message{}
+	for i := range msgs {
+		if msgs[i].Role == store.RoleTool {
+			results[msgs[i].ToolCallID] = &msgs[i]
+		}
+	}
+	out := make([]views.Message, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Role != store.RoleUser && m.Role != store.RoleAssistant {
+			continue
+		}
+		if hide != nil && m.Role == store.RoleAssistant && hide(m) {
+			continue
+		}
+		out = append(out, messageView(m, results))
+	}
+	return out
+}
+
+// lastMeter is the context meter of the session's latest recorded step, or nil.
+func (s *Server) lastMeter(ctx context.Context, ss store.Session) *views.ContextMeter {
+	if s.Recorder == nil {
+		return nil
+	}
+	runs, err := s.Recorder.Runs(ctx, ss.OwnerID, ss.ID, 1)
+	if err != nil || len(runs) == 0 {
+		return nil
+	}
+	_, spans, err := s.Recorder.Run(ctx, ss.OwnerID, runs[0].ID)
+	if err != nil {
+		return nil
+	}
+	for i := len(spans) - 1; i >= 0; i-- {
+		if spans[i].Kind != trace.KindContext {
+			continue
+		}
+		var data struct{ Zones []contextwin.Zone }
+		if json.Unmarshal(spans[i].Data, &data) != nil || len(data.Zones) == 0 {
+			return nil
+		}
+		return meterView(data.Zones)
+	}
+	return nil
+}
+
+// saveTask sets the session's task state from the side panel. Validation failures come
+// back as the panel with the error (200, so htmx swaps it) and change nothing.
+func (s *Server) saveTask(c echo.Context) error {
+	ss, err := s.ownedSession(c)
+	if err != nil {
+		return err
+	}
+	state := tools.TaskState{
+		Goal:      strings.TrimSpace(c.FormValue("goal")),
+		Stage:     strings.TrimSpace(c.FormValue("stage")),
+		UpdatedAt: s.Now().UTC(),
+	}
+	fail := func(msg string) error {
+		v := taskView(ss.ID, nil, msg)
+		v.Goal, v.Stage, v.Params = state.Goal, state.Stage, c.FormValue("params")
+		return render(c, http.StatusOK, views.TaskPanelBox(v))
+	}
+	if p := strings.TrimSpace(c.FormValue("params")); p != "" {
+		if err := json.Unmarshal([]byte(p), &state.Params); err != nil || state.Params == nil {
+			return fail("Params must be a JSON object, e.g. {\"city\": \"Paris\"}.")
+		}
+	}
+	raw := state.JSON()
+	if err := tools.ValidateTaskState(raw); err != nil {
+		return fail(errs.Message(err))
+	}
+	if err := s.Store.SetSessionState(c.Request().Context(), ss.ID, ss.OwnerID, raw); err != nil {
+		return err
+	}
+	panel := taskView(ss.ID, raw, "")
+	s.Hub.broadcastTo(ss.ID, renderFrame(views.FrameTaskPanel(panel)))
+	return render(c, http.StatusOK, views.TaskPanelBox(panel))
 }

@@ -3,18 +3,14 @@ package web
 import (
 	"bytes"
 	"context"
-	stdhtml "html"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/a-h/templ"
 
 	"atrium/internal/agent"
 	"atrium/internal/markdown"
-	"atrium/internal/store"
 	"atrium/views"
 )
 
@@ -53,6 +49,9 @@ type liveReply struct {
 	tailHTML string       // HTML of text[stable:tailEnd], as last sent
 	tailEnd  int
 	dirty    bool // text changed since the last flush
+
+	reasoning     []byte // reasoning streamed so far (shown collapsed, as text)
+	reasoningSent int    // how much of it the browsers have
 }
 
 // client is one websocket. Frames go into send; the connection's writer drains it.
@@ -154,7 +153,8 @@ func (r *room) snapshotLocked() Snapshot {
 	}
 	r.flushPending()
 	return Snapshot{AfterSeq: r.live.afterSeq, Live: &views.LiveMessage{
-		BlocksHTML: r.live.blocks.String(), TailHTML: r.live.tailHTML, Model: r.live.model}}
+		BlocksHTML: r.live.blocks.String(), TailHTML: r.live.tailHTML, Model: r.live.model,
+		Reasoning: string(r.live.reasoning)}}
 }
 
 // flushPending brings blocks/tail up to date without sending (used for snapshots, whose
@@ -175,32 +175,60 @@ func (h *Hub) Publish(ev agent.Event) {
 	case agent.EventUserMessage:
 		r.live = &liveReply{afterSeq: ev.Message.Seq}
 		r.broadcast(renderFrame(
-			views.FrameUserMessage(messageView(*ev.Message), views.LiveMessage{}),
+			views.FrameUserMessage(messageView(*ev.Message, nil), views.LiveMessage{}),
 			views.FrameRunState("streaming"),
 			views.FrameNotice(""),
 		))
+	case agent.EventQueued:
+		r.broadcast(renderFrame(views.FrameNotice("Queued: your message will be sent when this reply ends.")))
+	case agent.EventNotice:
+		r.broadcast(renderFrame(views.FrameNotice(ev.Text)))
 	case agent.EventRunStarted:
 		if r.live != nil {
 			r.live.model = ev.Model
 		}
-	case agent.EventText:
+	case agent.EventContext:
+		r.broadcast(renderFrame(views.FrameContextMeter(*meterView(ev.Report.Zones))))
+	case agent.EventText, agent.EventReasoning:
 		if r.live == nil {
 			break
 		}
-		r.live.text = append(r.live.text, ev.Text...)
+		if ev.Kind == agent.EventText {
+			r.live.text = append(r.live.text, ev.Text...)
+		} else {
+			r.live.reasoning = append(r.live.reasoning, ev.Text...)
+		}
 		r.live.dirty = true
 		r.scheduleLocked(h, ev.SessionID)
-	case agent.EventFinal:
-		if r.timer != nil {
-			r.timer.Stop()
-			r.timer = nil
+	case agent.EventAssistantStep:
+		// The streamed text so far is committed as a step with tool calls; a new live
+		// reply follows it.
+		r.stopTimer()
+		model := ""
+		if r.live != nil {
+			model = r.live.model
 		}
+		r.live = &liveReply{afterSeq: ev.Message.Seq, model: model}
+		r.broadcast(renderFrame(views.FrameAssistantStep(messageView(*ev.Message, nil), views.LiveMessage{Model: model})))
+	case agent.EventToolResult:
+		r.broadcast(renderFrame(views.FrameToolCard(toolCard(*ev.ToolCall, ev.Message))))
+	case agent.EventTaskState:
+		r.broadcast(renderFrame(views.FrameTaskPanel(taskView(ev.SessionID, ev.State, ""))))
+	case agent.EventFinal:
+		r.stopTimer()
 		r.live = nil
-		r.broadcast(renderFrame(views.FrameFinal(messageView(*ev.Message)), views.FrameRunState("idle")))
+		r.broadcast(renderFrame(views.FrameFinal(messageView(*ev.Message, nil)), views.FrameRunState("idle")))
 	}
 	r.mu.Unlock()
 	if ev.Kind == agent.EventFinal {
 		h.release(ev.SessionID, r)
+	}
+}
+
+func (r *room) stopTimer() {
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
 	}
 }
 
@@ -244,6 +272,11 @@ func (r *room) flushLocked(now time.Time) {
 func (l *liveReply) render() []byte {
 	l.dirty = false
 	var comps []templ.Component
+	if len(l.reasoning) > l.reasoningSent {
+		comps = append(comps, views.FrameLiveReasoning(string(l.reasoning[l.reasoningSent:])))
+		l.reasoningSent = len(l.reasoning)
+	}
+	nReasoning := len(comps)
 	// Blocks finish only at a newline: without one since the last render, skip the scan.
 	k := 0
 	if bytes.IndexByte(l.text[l.tailEnd:], '\n') >= 0 {
@@ -256,14 +289,14 @@ func (l *liveReply) render() []byte {
 		comps = append(comps, views.FrameLiveBlocks(html))
 	}
 	tail, ok := "", false
-	if len(comps) == 0 && l.tailEnd > l.stable {
+	if len(comps) == nReasoning && l.tailEnd > l.stable {
 		tail, ok = extendTail(l.text[l.stable:l.tailEnd], l.text[l.tailEnd:], l.tailHTML)
 	}
 	if !ok {
 		tail = markdown.Render(string(l.text[l.stable:]))
 	}
 	l.tailEnd = len(l.text)
-	if tail != l.tailHTML || len(comps) > 0 {
+	if tail != l.tailHTML || len(comps) > nReasoning {
 		l.tailHTML = tail
 		comps = append(comps, views.FrameLiveTail(tail))
 	}
@@ -271,247 +304,6 @@ func (l *liveReply) render() []byte {
 		return nil
 	}
 	return renderFrame(comps...)
-}
-
-// extendTail returns markdown.Render(old+add) given html = markdown.Render(old), without
-// rendering, for the two cases that make up most of a long reply: words added to the
-// last line of a paragraph, list item, heading or table row, and text added inside an
-// open fenced code block. ok is false when it cannot be sure; the caller renders then.
-// (old and add are never empty when a render is due; old is the tail as last rendered.)
-func extendTail(old, add []byte, html string) (string, bool) {
-	if len(add) == 0 {
-		return html, true
-	}
-	if s, ok := extendCode(old, add, html); ok {
-		return s, true
-	}
-	return extendText(old, add, html)
-}
-
-// extendText handles add = spaces and plain words (letters, digits, . , ! ?) continuing
-// the last line of old. Such text opens and closes nothing: no emphasis, code span, link,
-// autolink (no "www", ':' or '@') or entity, and, following whitespace, it does not change
-// the flanking of a delimiter run before it. So the last block's inline content just
-// grows, and the HTML grows at the end of that content, which must be plain text too:
-// the HTML ends with that same run of plain characters followed only by block closing
-// tags (so not inside a link or code).
-func extendText(old, add []byte, html string) (string, bool) {
-	if bytes.IndexByte(add, '\n') >= 0 || !plainWords(add) || containsFold(add, "www") {
-		return "", false
-	}
-	if add[0] != ' ' && old[len(old)-1] != ' ' {
-		return "", false // add would join the last word
-	}
-	line := old[bytes.LastIndexByte(old, '\n')+1:]
-	if !inlineLine(line) {
-		return "", false
-	}
-	// The last word of old, as plain text maybe closed by *, _, ~ or ` (emphasis,
-	// strikethrough, code span), must be what the HTML's last block ends with, maybe
-	// followed by the matching inline closing tags.
-	trimmed := bytes.TrimRight(old, " ")
-	word := bytes.TrimRight(trimmed, "*_~`")
-	if len(trimmed)-len(word) > 3 {
-		return "", false
-	}
-	run := len(word)
-	for run > 0 && plainByte(word[run-1]) {
-		run--
-	}
-	if run == len(word) {
-		return "", false
-	}
-	body, closing := splitClosingTags(html)
-	if closing == "" || !strings.HasSuffix(trimInlineClosers(body), string(word[run:])) {
-		return "", false
-	}
-	grown := bytes.TrimRight(append(old[len(trimmed):len(old):len(old)], add...), " ")
-	if len(grown) == 0 {
-		return html, true // only trailing spaces, which render as nothing
-	}
-	return body + string(grown) + closing, true
-}
-
-// inlineLine reports whether a line is plain inline text, maybe after a list marker,
-// starting with a letter (or ** or __ and a letter): not a fence, heading, quote, table
-// row, link reference definition, thematic break or setext underline.
-func inlineLine(line []byte) bool {
-	i := 0
-	for i < len(line) && line[i] == ' ' {
-		i++
-	}
-	switch {
-	case i+1 < len(line) && (line[i] == '-' || line[i] == '*' || line[i] == '+') && line[i+1] == ' ':
-		i += 2
-	case i < len(line) && line[i] >= '0' && line[i] <= '9':
-		j := i
-		for j < len(line) && j-i < 9 && line[j] >= '0' && line[j] <= '9' {
-			j++
-		}
-		if j+1 >= len(line) || (line[j] != '.' && line[j] != ')') || line[j+1] != ' ' {
-			return false
-		}
-		i = j + 2
-	}
-	for i < len(line) && line[i] == ' ' {
-		i++
-	}
-	if i+2 < len(line) && (line[i] == '*' || line[i] == '_') && line[i+1] == line[i] {
-		i += 2
-	}
-	return i < len(line) && (line[i]|0x20 >= 'a' && line[i]|0x20 <= 'z')
-}
-
-func plainByte(c byte) bool {
-	return c|0x20 >= 'a' && c|0x20 <= 'z' || c >= '0' && c <= '9' || c == '.' || c == ',' || c == '!' || c == '?'
-}
-
-func plainWords(b []byte) bool {
-	for _, c := range b {
-		if c != ' ' && !plainByte(c) {
-			return false
-		}
-	}
-	return true
-}
-
-func containsFold(b []byte, lower string) bool {
-	return bytes.Contains(bytes.ToLower(b), []byte(lower))
-}
-
-// trimInlineClosers removes the closing tags of emphasis, strikethrough and code spans,
-// and literal delimiters, from the end of html.
-func trimInlineClosers(html string) string {
-	for {
-		t := strings.TrimRight(html, "*_~`")
-		for _, tag := range []string{"</em>", "</strong>", "</del>", "</code>"} {
-			t = strings.TrimSuffix(t, tag)
-		}
-		if t == html {
-			return html
-		}
-		html = t
-	}
-}
-
-// splitClosingTags splits html into a body and its trailing run of closing tags of blocks
-// whose text is inline content (p, li, lists, quotes, headings, tables).
-func splitClosingTags(html string) (body, closing string) {
-	end := len(html)
-	for {
-		s := strings.TrimSuffix(html[:end], "\n")
-		i := strings.LastIndex(s, "</")
-		if i < 0 || !strings.HasSuffix(s, ">") {
-			break
-		}
-		switch s[i+2 : len(s)-1] {
-		case "p", "li", "ul", "ol", "blockquote", "td", "th", "tr", "tbody", "thead", "table",
-			"h1", "h2", "h3", "h4", "h5", "h6":
-			end = i
-			continue
-		}
-		break
-	}
-	return html[:end], html[end:]
-}
-
-// extendCode handles text added inside a fenced code block that old leaves open, opened
-// at the start of a line and not closed by add. Code is shown verbatim, escaped, with a
-// newline after its last line. The HTML must end with exactly that code element.
-func extendCode(old, add []byte, html string) (string, bool) {
-	const closing = "</code></pre></div>\n"
-	if !strings.HasSuffix(html, closing) || !codeText(add) {
-		return "", false
-	}
-	start := openFenceContent(old)
-	if start < 0 {
-		return "", false
-	}
-	// No line of the grown last line or of add may look like a closing fence.
-	seg := append(old[bytes.LastIndexByte(old, '\n')+1:len(old):len(old)], add...)
-	for line := range bytes.Lines(seg) {
-		t := bytes.TrimLeft(line, " \t")
-		if len(t) > 0 && (t[0] == '`' || t[0] == '~') {
-			return "", false
-		}
-	}
-	body := html[:len(html)-len(closing)]
-	was := codeHTML(old[start:])
-	open := body[:max(0, len(body)-len(was))]
-	if !strings.HasSuffix(body, was) || !strings.HasSuffix(open, ">") ||
-		strings.LastIndex(open, "<") != strings.LastIndex(open, "<code") {
-		return "", false
-	}
-	code := append(old[start:len(old):len(old)], add...)
-	return open + codeHTML(code) + closing, true
-}
-
-// codeHTML is how a code block's text appears in Render's output.
-func codeHTML(code []byte) string {
-	s := stdhtml.EscapeString(string(code))
-	if len(code) > 0 && code[len(code)-1] != '\n' {
-		s += "\n"
-	}
-	return s
-}
-
-// codeText reports whether b is text that the renderer copies into code unchanged but
-// for escaping: valid UTF-8 without control characters other than tab and newline.
-func codeText(b []byte) bool {
-	for _, c := range b {
-		if c < ' ' && c != '\t' && c != '\n' || c == 0x7f {
-			return false
-		}
-	}
-	return utf8.Valid(b)
-}
-
-// openFenceContent returns where the content of a fenced code block starts if src ends
-// inside one that was opened at column 0, else -1. The fence rules follow
-// markdown.SplitStable: up to three spaces of indentation, ``` or ~~~ (a backtick fence's
-// info has no backtick), closed by a run of at least as many of the same character.
-func openFenceContent(src []byte) int {
-	var (
-		fence   byte
-		n       int
-		content = -1
-	)
-	for pos := 0; pos < len(src); {
-		nl := bytes.IndexByte(src[pos:], '\n')
-		if nl < 0 {
-			break // the unfinished last line cannot open a fence; a closer is caught later
-		}
-		line := bytes.TrimRight(src[pos:pos+nl], " \t\r")
-		pos += nl + 1
-		ind := 0
-		for ind < len(line) && line[ind] == ' ' {
-			ind++
-		}
-		if ind > 3 {
-			continue
-		}
-		rest := line[ind:]
-		run := 0
-		for run < len(rest) && (rest[run] == '`' || rest[run] == '~') && rest[run] == rest[0] {
-			run++
-		}
-		switch {
-		case fence != 0:
-			if run >= n && run == len(rest) && rest[0] == fence {
-				fence = 0
-			}
-		case run >= 3 && !(rest[0] == '`' && bytes.IndexByte(rest[run:], '`') >= 0):
-			fence, n = rest[0], run
-			content = -1
-			if ind == 0 {
-				content = pos
-			}
-		}
-	}
-	if fence == 0 {
-		return -1
-	}
-	return content
 }
 
 // broadcast queues a frame for every client; a client whose buffer is full is dropped.
@@ -551,17 +343,6 @@ func renderFrame(comps ...templ.Component) []byte {
 		}
 	}
 	return buf.Bytes()
-}
-
-// messageView maps a stored message to its view, rendering assistant markdown.
-func messageView(m store.Message) views.Message {
-	v := views.Message{Seq: m.Seq, Role: m.Role, Status: m.Status, Error: m.Error, Model: m.Model, CreatedAt: m.CreatedAt}
-	if m.Role == "assistant" {
-		v.HTML = markdown.Render(m.Content)
-	} else {
-		v.Text = m.Content
-	}
-	return v
 }
 
 // CloseAll disconnects every websocket (at shutdown, after the last frames were queued).

@@ -37,6 +37,7 @@ func (s *Server) routes() *echo.Echo {
 	u.POST("/s/:id/delete", s.deleteSession)
 	u.POST("/s/:id/model", s.setSessionModel)
 	u.POST("/s/:id/stop", s.stopSession)
+	u.POST("/s/:id/task", s.saveTask)
 	u.GET("/s/:id/ws", s.chatSocket)
 
 	a := u.Group("", s.requireAdmin)

@@ -20,21 +20,23 @@ import (
 	"atrium/internal/crypto"
 	"atrium/internal/models"
 	"atrium/internal/store"
+	"atrium/internal/trace"
 	"atrium/views"
 )
 
 // Deps are the services the web layer drives. main builds them.
 type Deps struct {
-	Config  config.Config
-	Store   *store.DB
-	Keys    *crypto.Keyring
-	Agent   *agent.Agent
-	Hub     *Hub
-	Models  *models.Catalog
-	CSRFKey []byte // 32 random bytes, stable across restarts so open forms keep working
-	Log     *slog.Logger
-	Now     func() time.Time
-	NewID   func() string // session ids (random UUIDs)
+	Config   config.Config
+	Store    *store.DB
+	Keys     *crypto.Keyring
+	Agent    *agent.Agent
+	Hub      *Hub
+	Models   *models.Catalog
+	Recorder *trace.Recorder // nil: no context meter from past runs
+	CSRFKey  []byte          // 32 random bytes, stable across restarts so open forms keep working
+	Log      *slog.Logger
+	Now      func() time.Time
+	NewID    func() string // session ids (random UUIDs)
 }
 
 // Server holds the handlers' dependencies.

@@ -88,7 +88,7 @@ func newTestEnv(tb testing.TB) *testEnv {
 	clk := &clock{}
 	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout, IdleTimeout: cfg.ModelIdleTimeout}
 	hub := NewHub(30*time.Millisecond, nil, log)
-	ag := agent.New(db, catalog.Resolve, hub, agent.Config{MaxMessageBytes: cfg.MaxMessageBytes}, nil, log)
+	ag := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: hub, Config: agent.Config{MaxMessageBytes: cfg.MaxMessageBytes}, Log: log})
 	srv := New(Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Models: catalog,
 		CSRFKey: csrfKey, Log: log, Now: clk.now, NewID: uuid.NewString})
 	ts := httptest.NewServer(srv.Handler())
@@ -694,7 +694,12 @@ func TestWebsocketBusy(t *testing.T) {
 	ws.until("slowly") // the reply is streaming
 	ws.send("second")
 	frames := ws.until(noticeID + ` class="notice" role="alert"`)
-	if f := frames[len(frames)-1]; !strings.Contains(f, "still answering") {
+	if f := frames[len(frames)-1]; !strings.Contains(f, "Queued") {
+		t.Fatalf("no queued notice: %.300s", f)
+	}
+	ws.send("third")
+	frames = ws.until("still answering")
+	if f := frames[len(frames)-1]; !strings.Contains(f, "already queued") {
 		t.Fatalf("no busy notice: %.300s", f)
 	}
 	ws.write(websocket.TextMessage, `{"type":"stop"}`)

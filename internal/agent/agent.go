@@ -1,6 +1,8 @@
-// Package agent runs turns: it commits the user's message, asks the model, streams the
-// reply to a sink and commits the final assistant message, whatever happens (a finished
-// reply, a Stop, a provider failure or shutdown). One run per session at a time.
+// Package agent runs turns: it commits the user's message, assembles the context, asks
+// the model, runs the tools it calls and loops until a final reply or the step limit,
+// and commits every step, whatever happens (a finished reply, a Stop, a provider
+// failure or shutdown). One run per session at a time, guarded in memory and by a
+// lease row in the database; a second send waits in a one-message queue.
 package agent
 
 import (
@@ -13,16 +15,15 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
+	"atrium/internal/contextwin"
 	"atrium/internal/errs"
 	"atrium/internal/llm"
 	"atrium/internal/store"
+	"atrium/internal/tools"
+	"atrium/internal/trace"
 )
-
-// Store is what a turn needs of the database.
-type Store interface {
-	AppendMessage(ctx context.Context, m *store.Message) error
-	LatestMessages(ctx context.Context, sessionID string, limit int) ([]store.Message, bool, error)
-}
 
 // Resolver turns a session's model choice ("providerID:model", or "" for the default) into
 // a provider and the model name to send. Errors are *errs.Error with a message that says
@@ -36,76 +37,109 @@ type Sink interface {
 	Publish(Event)
 }
 
-// EventKind says what happened.
-type EventKind int
-
-const (
-	EventUserMessage EventKind = iota // Message: the committed user message
-	EventRunStarted                   // a reply is being generated (Model set)
-	EventText                         // Text: a delta of the reply
-	EventReasoning                    // Text: a delta of reasoning/thinking
-	EventFinal                        // Message: the committed assistant message (complete, stopped or error)
-)
-
-// Event is one step of a run. The same stream feeds the UI and, later, the recorder.
-type Event struct {
-	Kind      EventKind
-	SessionID string
-	Message   *store.Message
-	Text      string
-	Model     string
-	At        time.Time
+// Config bounds a turn. Zero values mean the defaults.
+type Config struct {
+	MaxMessageBytes int // user message limit in bytes (100 KB)
+	MaxSteps        int // model calls per turn (8)
+	MaxTools        int // tools offered per step (20)
+	SystemPrompt    string
+	Budgets         contextwin.Budgets
+	LeaseTTL        time.Duration // 5s; renewed every TTL/3 while the run lives
+	LeaseWait       time.Duration // how long a send waits for another process's lease (TTL + 1s)
 }
 
-// Config bounds a turn.
-type Config struct {
-	MaxMessageBytes int // user message limit in bytes
-	HistoryMessages int // how many recent messages go to the model (the context engine replaces this)
-	SystemPrompt    string
+// DefaultSystemPrompt is used when Config.SystemPrompt is empty.
+const DefaultSystemPrompt = "You are Atrium, a helpful assistant. Answer clearly; use markdown when it helps. " +
+	"Use the tools when they give a better answer than guessing (the date and time, arithmetic). " +
+	"For multi-step work, record the goal and the current stage with task_update and read it back with task_get."
+
+// Deps are what an Agent works with. Store and Resolve are required.
+type Deps struct {
+	Store    *store.DB
+	Resolve  Resolver
+	Sink     Sink
+	Tools    *tools.Registry // nil: no tools
+	Recorder *trace.Recorder // nil: nothing recorded
+	Tokens   contextwin.Tokenizer
+	Config   Config
+	Now      func() time.Time
+	NewID    func() string // run ids
+	Log      *slog.Logger
 }
 
 // Agent owns the in-flight runs. It is safe for concurrent use.
 type Agent struct {
-	store   Store
-	resolve Resolver
-	sink    Sink
-	cfg     Config
-	now     func() time.Time
-	log     *slog.Logger
+	Deps
+	cfg      Config
+	instance string // this process, in lease holder names
 
 	mu     sync.Mutex
 	runs   map[string]*run
+	queued map[string]queuedSend
 	closed bool
 	wg     sync.WaitGroup
 }
 
 type run struct {
+	id     string
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed once the run has left a.runs
 	ending bool          // the reply is committed; only its EventFinal is still being published
 }
 
-// ErrStopped is the cancellation cause when a user presses Stop.
-var ErrStopped = errors.New("stopped by the user")
+type queuedSend struct {
+	session store.Session
+	text    string
+}
 
-// ErrShutdown is the cancellation cause when the server shuts down.
-var ErrShutdown = errors.New("server shutting down")
+// Cancellation causes.
+var (
+	ErrStopped   = errors.New("stopped by the user")
+	ErrShutdown  = errors.New("server shutting down")
+	ErrLeaseLost = errors.New("the session lease was lost")
+)
 
-// New returns an Agent. now may be nil (time.Now).
-func New(st Store, resolve Resolver, sink Sink, cfg Config, now func() time.Time, log *slog.Logger) *Agent {
-	if now == nil {
-		now = time.Now
+// New returns an Agent.
+func New(d Deps) *Agent {
+	if d.Now == nil {
+		d.Now = time.Now
 	}
-	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = 100 * 1024
+	if d.NewID == nil {
+		d.NewID = uuid.NewString
 	}
-	if cfg.HistoryMessages <= 0 {
-		cfg.HistoryMessages = 40
+	if d.Log == nil {
+		d.Log = slog.Default()
 	}
-	if log == nil {
-		log = slog.Default()
+	if d.Tools == nil {
+		d.Tools = tools.NewRegistry(nil, nil)
 	}
-	return &Agent{store: st, resolve: resolve, sink: sink, cfg: cfg, now: now, log: log, runs: map[string]*run{}}
+	if d.Tokens == nil {
+		d.Tokens = contextwin.NewTokenizer()
+	}
+	c := d.Config
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 100 * 1024
+	}
+	if c.MaxSteps <= 0 {
+		c.MaxSteps = 8
+	}
+	if c.MaxTools <= 0 {
+		c.MaxTools = tools.DefaultSelectLimit
+	}
+	if c.SystemPrompt == "" {
+		c.SystemPrompt = DefaultSystemPrompt
+	}
+	if c.Budgets == (contextwin.Budgets{}) {
+		c.Budgets = contextwin.DefaultBudgets()
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 5 * time.Second
+	}
+	if c.LeaseWait <= 0 {
+		c.LeaseWait = c.LeaseTTL + time.Second
+	}
+	return &Agent{Deps: d, cfg: c, instance: uuid.NewString()[:8],
+		runs: map[string]*run{}, queued: map[string]queuedSend{}}
 }
 
 // ValidateText checks a user message before anything is stored.
@@ -123,9 +157,10 @@ func (a *Agent) ValidateText(text string) error {
 }
 
 // Send commits the user's message to session s and starts the reply in the background.
-// The caller has already checked that the user owns the session. It returns errs.Busy
-// when the session is already answering (nothing is stored then), and errs.Unavailable
-// when the server is shutting down.
+// The caller has already checked that the user owns the session. While the session is
+// answering, one message waits in a queue (EventQueued) and is sent when the reply ends;
+// a further one gets errs.Busy and nothing is stored. errs.Unavailable means the server
+// is shutting down.
 func (a *Agent) Send(ctx context.Context, s store.Session, text string) error {
 	if err := a.ValidateText(text); err != nil {
 		return err
@@ -141,8 +176,14 @@ func (a *Agent) Send(ctx context.Context, s store.Session, text string) error {
 			break
 		}
 		if !prev.ending {
+			if _, full := a.queued[s.ID]; full {
+				a.mu.Unlock()
+				return errs.E(errs.Busy, "This chat is still answering and a message is already queued. Wait for the reply or press Stop.")
+			}
+			a.queued[s.ID] = queuedSend{session: s, text: text}
 			a.mu.Unlock()
-			return errs.E(errs.Busy, "This chat is still answering. Wait for the reply or press Stop.")
+			a.publish(Event{Kind: EventQueued, SessionID: s.ID, Text: text})
+			return nil
 		}
 		// The previous reply is saved and its EventFinal is going out: a client that
 		// sends as soon as it sees that event must not be told the chat is busy.
@@ -155,134 +196,145 @@ func (a *Agent) Send(ctx context.Context, s store.Session, text string) error {
 		a.mu.Lock()
 	}
 	runCtx, cancel := context.WithCancelCause(context.Background())
-	r := &run{cancel: cancel, done: make(chan struct{})}
+	r := &run{id: a.NewID(), cancel: cancel, done: make(chan struct{})}
 	a.runs[s.ID] = r
 	a.wg.Add(1)
 	a.mu.Unlock()
 
-	user := &store.Message{SessionID: s.ID, Role: "user", Content: text, Status: store.StatusComplete}
-	if err := a.store.AppendMessage(ctx, user); err != nil {
+	user, err := a.begin(ctx, r, s, text)
+	if err != nil {
 		a.finish(s.ID, r)
-		return fmt.Errorf("agent: save user message: %w", err)
+		return err
 	}
-	a.sink.Publish(Event{Kind: EventUserMessage, SessionID: s.ID, Message: user, At: a.now()})
 	go func() {
 		defer a.finish(s.ID, r)
-		a.reply(runCtx, s, r)
+		a.runTurn(runCtx, r, s, user)
 	}()
 	return nil
 }
 
+// begin takes the session lease (waiting for another process's lease to end or expire)
+// and commits the user's message.
+func (a *Agent) begin(ctx context.Context, r *run, s store.Session, text string) (*store.Message, error) {
+	deadline := a.Now().Add(a.cfg.LeaseWait)
+	for {
+		ok, err := a.Store.AcquireLease(ctx, s.ID, a.holder(r), a.cfg.LeaseTTL)
+		if err != nil {
+			return nil, fmt.Errorf("agent: take lease: %w", err)
+		}
+		if ok {
+			break
+		}
+		if a.Now().After(deadline) {
+			return nil, errs.E(errs.Busy, "This chat is answering in another Atrium process. Try again in a moment.")
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("agent: take lease: %w", ctx.Err())
+		}
+	}
+	user := &store.Message{SessionID: s.ID, Role: store.RoleUser, Content: text, Status: store.StatusComplete}
+	user.Tokens = a.countTokens(user)
+	if err := a.Store.AppendMessage(ctx, user); err != nil {
+		a.releaseLease(r, s)
+		return nil, fmt.Errorf("agent: save user message: %w", err)
+	}
+	a.publish(Event{Kind: EventUserMessage, SessionID: s.ID, Message: user})
+	return user, nil
+}
+
+func (a *Agent) holder(r *run) string { return a.instance + "/" + r.id }
+
+func (a *Agent) releaseLease(r *run, s store.Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := a.Store.ReleaseLease(ctx, s.ID, a.holder(r)); err != nil {
+		a.Log.Warn("agent: release lease", "session", s.ID, "err", err)
+	}
+}
+
+// keepLease renews the run's lease until stop is called; losing it cancels the run.
+func (a *Agent) keepLease(r *run, s store.Session) (stop func()) {
+	quit := make(chan struct{})
+	go func() {
+		t := time.NewTicker(a.cfg.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), a.cfg.LeaseTTL/3)
+				ok, err := a.Store.RenewLease(ctx, s.ID, a.holder(r), a.cfg.LeaseTTL)
+				cancel()
+				if err != nil {
+					a.Log.Warn("agent: renew lease", "session", s.ID, "err", err)
+				} else if !ok {
+					r.cancel(ErrLeaseLost)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(quit) }
+}
+
+// finish removes the run and starts the queued message, if any.
 func (a *Agent) finish(sessionID string, r *run) {
 	r.cancel(nil)
 	a.mu.Lock()
 	delete(a.runs, sessionID)
+	q, hasQueued := a.queued[sessionID]
+	delete(a.queued, sessionID)
+	closed := a.closed
 	a.mu.Unlock()
 	close(r.done)
 	a.wg.Done()
-}
-
-// reply streams the model's answer and always ends with exactly one committed assistant
-// message and an EventFinal.
-func (a *Agent) reply(ctx context.Context, s store.Session, r *run) {
-	msg := &store.Message{SessionID: s.ID, Role: "assistant", Status: store.StatusComplete}
-	defer func() {
-		// Commit with a fresh context: the run's own may be cancelled (Stop, shutdown).
-		saveCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := a.store.AppendMessage(saveCtx, msg); err != nil {
-			a.log.Error("agent: save reply", "session", s.ID, "err", err)
-			msg.Status, msg.Error = store.StatusError, "The reply could not be saved."
-		}
-		a.mu.Lock()
-		r.ending = true
-		a.mu.Unlock()
-		a.sink.Publish(Event{Kind: EventFinal, SessionID: s.ID, Message: msg, At: a.now()})
-	}()
-
-	// A Stop or shutdown that lands before the model answers cancels ctx, which fails
-	// the lookups below too; that is a stop, not an error.
-	stopped := func() bool {
-		if ctx.Err() == nil {
-			return false
-		}
-		msg.Status = store.StatusStopped
-		if errors.Is(context.Cause(ctx), ErrShutdown) {
-			msg.Error = "Stopped because the server shut down."
-		}
-		return true
-	}
-
-	provider, model, err := a.resolve(ctx, s.Model)
-	if err != nil {
-		if !stopped() {
-			msg.Status, msg.Error = store.StatusError, errs.Message(err)
-		}
+	if !hasQueued {
 		return
 	}
-	msg.Model = model
-	a.sink.Publish(Event{Kind: EventRunStarted, SessionID: s.ID, Model: model, At: a.now()})
-
-	history, _, err := a.store.LatestMessages(ctx, s.ID, a.cfg.HistoryMessages)
-	if err != nil {
-		if !stopped() {
-			msg.Status, msg.Error = store.StatusError, "Could not read the conversation history."
-			a.log.Error("agent: read history", "session", s.ID, "err", err)
-		}
+	if closed {
+		a.publish(Event{Kind: EventNotice, SessionID: sessionID, Text: "Your queued message was not sent: the server is shutting down."})
 		return
 	}
-	req := llm.Request{Model: model, Messages: toLLM(a.cfg.SystemPrompt, history)}
-	start := a.now()
-	resp, err := provider.Stream(ctx, req, func(ev llm.Event) {
-		switch ev.Kind {
-		case llm.EventText:
-			a.sink.Publish(Event{Kind: EventText, SessionID: s.ID, Text: ev.Text, At: a.now()})
-		case llm.EventReasoning:
-			a.sink.Publish(Event{Kind: EventReasoning, SessionID: s.ID, Text: ev.Text, At: a.now()})
-		}
-	})
-	msg.Content, msg.Reasoning, msg.Tokens = resp.Content, resp.Reasoning, resp.Usage.OutputTokens
-	switch {
-	case err == nil:
-	case stopped():
-	default:
-		msg.Status, msg.Error = store.StatusError, err.Error()
-		var pe *llm.Error
-		if !errors.As(err, &pe) {
-			msg.Error = "The model call failed."
-		}
-		a.log.Warn("agent: model call failed", "session", s.ID, "model", model, "err", err)
+	if err := a.Send(context.Background(), q.session, q.text); err != nil {
+		a.publish(Event{Kind: EventNotice, SessionID: sessionID, Text: "Your queued message was not sent: " + errs.Message(err)})
 	}
-	a.log.Info("agent: reply", "session", s.ID, "model", model, "status", msg.Status,
-		"tokens", msg.Tokens, "duration", a.now().Sub(start))
 }
 
-// toLLM maps stored history to provider messages. Failed replies with no text are left
-// out: they carry an error for the user, not content for the model.
-func toLLM(system string, history []store.Message) []llm.Message {
-	out := make([]llm.Message, 0, len(history)+1)
-	if system != "" {
-		out = append(out, llm.Message{Role: "system", Content: system})
+func (a *Agent) publish(ev Event) {
+	if ev.At.IsZero() {
+		ev.At = a.Now()
 	}
-	for _, m := range history {
-		if m.Role == "assistant" && m.Content == "" {
-			continue
-		}
-		out = append(out, llm.Message{Role: m.Role, Content: m.Content})
+	if a.Sink != nil {
+		a.Sink.Publish(ev)
 	}
-	return out
 }
 
-// Stop cancels the session's run; the partial reply is kept, marked stopped.
-// It reports whether a run was in progress.
+// Stop cancels the session's run; the partial reply is kept, marked stopped. A queued
+// message is dropped too. It reports whether a run was in progress.
 func (a *Agent) Stop(sessionID string) bool {
 	a.mu.Lock()
 	r, ok := a.runs[sessionID]
 	ok = ok && !r.ending // an ending run's reply is already saved
+	_, hadQueued := a.queued[sessionID]
+	delete(a.queued, sessionID)
 	a.mu.Unlock()
+	if hadQueued {
+		a.publish(Event{Kind: EventNotice, SessionID: sessionID, Text: "Stopped; the queued message was dropped."})
+	}
 	if ok {
 		r.cancel(ErrStopped)
 	}
+	return ok
+}
+
+// Busy reports whether the session has a run in progress.
+func (a *Agent) Busy(sessionID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.runs[sessionID]
 	return ok
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"atrium/internal/errs"
 	"atrium/internal/llm"
 	"atrium/internal/store"
+	"atrium/internal/trace"
 )
 
 // DefaultModelSetting is the settings key holding the instance's default model choice.
@@ -38,6 +40,9 @@ type Catalog struct {
 	Keys         Sealer
 	StartTimeout time.Duration
 	IdleTimeout  time.Duration
+	// Redactor, when set, learns every API key this catalog opens, so that traces
+	// never store one, and provider HTTP requests are captured for the trace.
+	Redactor *trace.Redactor
 }
 
 // Choice is one selectable model.
@@ -107,8 +112,13 @@ func (c *Catalog) Client(ctx context.Context, p store.Provider) (llm.Provider, e
 		}
 		key = string(plain)
 	}
-	client, err := llm.New(llm.Config{Kind: p.Kind, BaseURL: p.BaseURL, APIKey: key,
-		StartTimeout: c.StartTimeout, IdleTimeout: c.IdleTimeout})
+	cfg := llm.Config{Kind: p.Kind, BaseURL: p.BaseURL, APIKey: key,
+		StartTimeout: c.StartTimeout, IdleTimeout: c.IdleTimeout}
+	if c.Redactor != nil {
+		c.Redactor.AddSecret(key)
+		cfg.HTTPClient = capturingClient
+	}
+	client, err := llm.New(cfg)
 	if err != nil {
 		var le *llm.Error
 		if errors.As(err, &le) {
@@ -118,6 +128,10 @@ func (c *Catalog) Client(ctx context.Context, p store.Provider) (llm.Provider, e
 	}
 	return client, nil
 }
+
+// capturingClient reports every provider request (exact body, headers) to the trace
+// capture in the request's context; without one it is a plain client.
+var capturingClient = &http.Client{Transport: trace.CaptureTransport(http.DefaultTransport)}
 
 // Choices lists every configured model, providers by name, models in stored order.
 func (c *Catalog) Choices(ctx context.Context) ([]Choice, error) {

@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"atrium/internal/contextwin"
+	"atrium/internal/llm"
+	"atrium/internal/store"
+	"atrium/internal/trace"
+)
+
+// foldBatch bounds how many old messages one summary update reads.
+const foldBatch = 200
+
+// fold advances the rolling summary over the turns that left the verbatim window. The
+// watermark moves only when the model's summary succeeded; a failure is recorded and the
+// turns stay in the context verbatim as the budget allows, so history is never silently
+// dropped. It runs after the reply is committed, still holding the session's lease.
+func (t *turn) fold() {
+	a := t.a
+	turns := t.unsummarised
+	if len(turns) == 0 || t.provider == nil || t.final.Status != store.StatusComplete {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if turns[0].Seq > t.summarySeq+1 {
+		// Older messages were beyond the context loader's bound: fold them first, in
+		// whole turns, so the watermark never skips a message.
+		older, err := a.Store.MessagesFrom(ctx, t.s.ID, t.summarySeq, foldBatch)
+		if err != nil {
+			a.Log.Warn("agent: summary: load", "session", t.s.ID, "err", err)
+			return
+		}
+		turns = wholeTurns(older, turns[0].Seq)
+	}
+	if len(turns) == 0 {
+		return
+	}
+	started := a.Now()
+	summarize := func(ctx context.Context, msgs []llm.Message) (string, error) {
+		resp, err := t.provider.Stream(ctx, llm.Request{Model: t.model, Messages: msgs}, func(llm.Event) {})
+		t.inTok += resp.Usage.InputTokens
+		t.outTok += resp.Usage.OutputTokens
+		return resp.Content, err
+	}
+	summary, err := contextwin.Fold(ctx, summarize, t.summary, turns, a.cfg.Budgets, a.Tokens)
+	last := turns[len(turns)-1].Seq
+	if err == nil {
+		err = a.Store.SetSessionSummary(ctx, t.s.ID, t.s.OwnerID, summary, last)
+	}
+	status := trace.SpanOK
+	if err != nil {
+		status = trace.SpanError
+		a.Log.Warn("agent: summary not updated; older turns stay verbatim", "session", t.s.ID, "err", err)
+	}
+	_ = t.rec.Record(ctx, trace.KindSummary, "fold", map[string]any{
+		"from_seq": turns[0].Seq, "to_seq": last, "previous_watermark": t.summarySeq, "summary": summary,
+	}, started, status, err, 0, a.Tokens.Count(summary))
+}
+
+// wholeTurns returns the messages of msgs before seq limit, ending before the last user
+// message that starts a turn not wholly inside msgs.
+func wholeTurns(msgs []store.Message, limit int64) []store.Message {
+	end := 0
+	for i, m := range msgs {
+		if m.Seq >= limit {
+			return msgs[:i]
+		}
+		if m.Role == store.RoleUser {
+			end = i
+		}
+	}
+	if len(msgs) < foldBatch {
+		return msgs
+	}
+	return msgs[:end]
+}

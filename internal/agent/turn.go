@@ -1,0 +1,324 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"atrium/internal/contextwin"
+	"atrium/internal/errs"
+	"atrium/internal/llm"
+	"atrium/internal/store"
+	"atrium/internal/tools"
+	"atrium/internal/trace"
+)
+
+// turn is one run: the model steps and tool calls answering one user message.
+type turn struct {
+	a        *Agent
+	r        *run
+	s        store.Session
+	rec      *trace.Run // nil-safe: records nothing when the recorder is off or failed
+	provider llm.Provider
+	model    string
+	query    string // the user message the turn answers (for tool selection)
+
+	steps         int
+	inTok, outTok int
+	unsummarised  []store.Message // turns that left the verbatim window at the last step
+	summary       string
+	summarySeq    int64
+	final         *store.Message
+}
+
+// runTurn runs the steps of one reply. It always ends with exactly one EventFinal.
+func (a *Agent) runTurn(ctx context.Context, r *run, s store.Session, user *store.Message) {
+	stopLease := a.keepLease(r, s)
+	defer a.releaseLease(r, s)
+	defer stopLease()
+
+	t := &turn{a: a, r: r, s: s, query: user.Content}
+	if a.Recorder != nil {
+		rec, err := a.Recorder.StartRun(ctx, r.id, s.ID, s.OwnerID, s.Model)
+		if err != nil {
+			a.Log.Warn("agent: start trace", "session", s.ID, "err", err)
+		}
+		t.rec = rec
+	}
+	t.final = &store.Message{SessionID: s.ID, Role: store.RoleAssistant, Status: store.StatusComplete}
+	t.steps = 0
+	t.loop(ctx)
+	t.commitFinal()
+	t.fold()
+
+	status := trace.StatusComplete
+	switch t.final.Status {
+	case store.StatusStopped:
+		status = trace.StatusStopped
+	case store.StatusError:
+		status = trace.StatusError
+	}
+	var runErr error
+	if t.final.Error != "" {
+		runErr = errors.New(t.final.Error)
+	}
+	_ = t.rec.End(context.Background(), status, runErr, t.inTok, t.outTok, t.steps)
+}
+
+// stopped marks the final message stopped when ctx was cancelled (Stop, shutdown, lost
+// lease): a failure caused by cancellation is a stop, not an error.
+func (t *turn) stopped(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	t.final.Status = store.StatusStopped
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, ErrShutdown):
+		t.final.Error = "Stopped because the server shut down."
+	case errors.Is(cause, ErrLeaseLost):
+		t.final.Error = "Stopped: another process took over this chat."
+	}
+	return true
+}
+
+func (t *turn) fail(msg string) {
+	t.final.Status, t.final.Error = store.StatusError, msg
+}
+
+// loop calls the model and runs tools until a final reply, a failure or the step limit.
+func (t *turn) loop(ctx context.Context) {
+	a := t.a
+	provider, model, err := a.Resolve(ctx, t.s.Model)
+	if err != nil {
+		if !t.stopped(ctx) {
+			t.fail(errs.Message(err))
+		}
+		return
+	}
+	t.provider, t.model, t.final.Model = provider, model, model
+	a.publish(Event{Kind: EventRunStarted, SessionID: t.s.ID, Model: model})
+
+	for t.steps < a.cfg.MaxSteps {
+		t.steps++
+		req, err := t.prepare(ctx)
+		if err != nil {
+			if !t.stopped(ctx) {
+				a.Log.Error("agent: prepare context", "session", t.s.ID, "err", err)
+				t.fail("Could not read the conversation history.")
+			}
+			return
+		}
+		resp, err := t.callModel(ctx, req)
+		t.final.Content, t.final.Reasoning = resp.Content, resp.Reasoning
+		t.final.Tokens = resp.Usage.OutputTokens
+		if err != nil {
+			if !t.stopped(ctx) {
+				t.fail(err.Error())
+				var pe *llm.Error
+				if !errors.As(err, &pe) {
+					t.final.Error = "The model call failed."
+				}
+				a.Log.Warn("agent: model call failed", "session", t.s.ID, "model", model, "err", err)
+			}
+			return
+		}
+		if len(resp.ToolCalls) == 0 {
+			return // the final answer
+		}
+		if !t.commitStep(resp) {
+			return
+		}
+		for _, call := range resp.ToolCalls {
+			t.runTool(ctx, call)
+		}
+		if t.stopped(ctx) {
+			return
+		}
+		t.final = &store.Message{SessionID: t.s.ID, Role: store.RoleAssistant, Status: store.StatusComplete, Model: model}
+	}
+	t.final.Content = fmt.Sprintf("I stopped after %d steps without reaching a final answer (the step limit). "+
+		"Ask me to continue if you want me to go on.", a.cfg.MaxSteps)
+	t.final.Reasoning = ""
+}
+
+// prepare assembles the context for the next model call and records how.
+func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
+	a := t.a
+	started := a.Now()
+	sess, err := a.Store.SessionForOwner(ctx, t.s.ID, t.s.OwnerID)
+	if err != nil {
+		return llm.Request{}, err
+	}
+	msgs, err := contextwin.Load(ctx, a.Store.SQL, t.s.ID, sess.SummarySeq, contextwin.DefaultLoadMax)
+	if err != nil {
+		return llm.Request{}, err
+	}
+	offered, sel, err := a.Tools.Select(ctx, t.query, recentTools(msgs), a.cfg.MaxTools)
+	if err != nil {
+		a.Log.Warn("agent: tool selection failed; offering all", "err", err)
+		offered = a.Tools.Enabled()
+		sel = tools.Selection{Reason: "all (selection failed)"}
+	}
+	specs := a.Tools.Specs(offered)
+	task, _ := tools.ParseTaskState(sess.State)
+	in := contextwin.Input{System: a.cfg.SystemPrompt, Goal: task.Goal, Stage: task.Stage,
+		Summary: sess.Summary, SummarySeq: sess.SummarySeq, Messages: msgs, Tools: specs}
+	llmMsgs, report := contextwin.Assemble(in, a.cfg.Budgets, a.Tokens)
+	t.unsummarised, t.summary, t.summarySeq = report.Unsummarised, sess.Summary, sess.SummarySeq
+
+	_ = t.rec.Record(ctx, trace.KindContext, fmt.Sprintf("step %d", t.steps), contextData(report), started, trace.SpanOK, nil, 0, 0)
+	_ = t.rec.Record(ctx, trace.KindToolSelection, sel.Reason, sel, started, trace.SpanOK, nil, 0, 0)
+	a.publish(Event{Kind: EventContext, SessionID: t.s.ID, Report: &report})
+	return llm.Request{Model: t.model, Messages: llmMsgs, Tools: specs}, nil
+}
+
+// contextData is what the context span keeps: zones, what was included and what was cut
+// and why (seqs, not message bodies, which are in the messages table).
+func contextData(r contextwin.Report) map[string]any {
+	uns := make([]int64, len(r.Unsummarised))
+	for i, m := range r.Unsummarised {
+		uns[i] = m.Seq
+	}
+	return map[string]any{"zones": r.Zones, "included": r.Included, "cut": r.Cut,
+		"unsummarised": uns, "interrupted": r.Interrupted}
+}
+
+// recentTools lists the tools called in the loaded history, newest first.
+func recentTools(msgs []store.Message) []string {
+	var out []string
+	seen := map[string]bool{}
+	for i := len(msgs) - 1; i >= 0 && len(out) < 5; i-- {
+		calls, _ := contextwin.ParseToolCalls(msgs[i].ToolCalls)
+		for _, c := range calls {
+			if !seen[c.Name] {
+				seen[c.Name] = true
+				out = append(out, c.Name)
+			}
+		}
+	}
+	return out
+}
+
+// callModel streams one model call to the sink and records the request exactly as sent.
+func (t *turn) callModel(ctx context.Context, req llm.Request) (llm.Response, error) {
+	a := t.a
+	started := a.Now()
+	span, _ := t.rec.Span(ctx, trace.KindModelRequest, t.model, nil)
+	var sent *trace.HTTPRequest
+	cctx := trace.WithCapture(ctx, func(h *trace.HTTPRequest) { sent = h })
+	resp, err := t.provider.Stream(cctx, req, func(ev llm.Event) {
+		switch ev.Kind {
+		case llm.EventText:
+			a.publish(Event{Kind: EventText, SessionID: t.s.ID, Text: ev.Text})
+		case llm.EventReasoning:
+			a.publish(Event{Kind: EventReasoning, SessionID: t.s.ID, Text: ev.Text})
+		}
+	})
+	t.inTok += resp.Usage.InputTokens
+	t.outTok += resp.Usage.OutputTokens
+	status := trace.SpanOK
+	if err != nil {
+		status = trace.SpanError
+	}
+	_ = span.End(ctx, status, err, resp.Usage.InputTokens, 0, trace.ModelRequest{Request: req, HTTP: sent})
+	_ = t.rec.Record(ctx, trace.KindModelResponse, t.model, resp, started, status, err, 0, resp.Usage.OutputTokens)
+	a.Log.Info("agent: model call", "session", t.s.ID, "model", t.model, "step", t.steps,
+		"tool_calls", len(resp.ToolCalls), "tokens", resp.Usage.OutputTokens, "duration", a.Now().Sub(started), "ok", err == nil)
+	return resp, err
+}
+
+// commitStep saves an assistant message that called tools and tells the UI. It reports
+// false when saving failed (the turn then ends with an error).
+func (t *turn) commitStep(resp llm.Response) bool {
+	calls, err := json.Marshal(resp.ToolCalls)
+	if err != nil {
+		t.fail("The model's tool calls could not be saved.")
+		return false
+	}
+	m := t.final
+	m.ToolCalls = calls
+	m.Tokens = t.a.countTokens(m)
+	if err := t.save(m); err != nil {
+		t.fail("The reply could not be saved.")
+		t.final = &store.Message{SessionID: t.s.ID, Role: store.RoleAssistant, Status: store.StatusError, Error: "The reply could not be saved.", Model: t.model}
+		return false
+	}
+	t.a.publish(Event{Kind: EventAssistantStep, SessionID: t.s.ID, Message: m})
+	return true
+}
+
+// runTool executes one call and commits its result (errors included) as a tool message.
+func (t *turn) runTool(ctx context.Context, call llm.ToolCall) {
+	a := t.a
+	a.publish(Event{Kind: EventToolStarted, SessionID: t.s.ID, ToolCall: &call})
+	started := a.Now()
+	res := a.Tools.Dispatch(ctx, t.s.ID, t.s.OwnerID, call)
+	status := store.StatusComplete
+	if res.IsError {
+		status = store.StatusError
+	}
+	m := &store.Message{SessionID: t.s.ID, Role: store.RoleTool, ToolCallID: call.ID, Content: res.Content,
+		Status: status, Error: res.Code, Duration: res.Duration}
+	m.Tokens = a.countTokens(m)
+	if err := t.save(m); err != nil {
+		a.Log.Error("agent: save tool result", "session", t.s.ID, "tool", call.Name, "err", err)
+	}
+	spanStatus := trace.SpanOK
+	var spanErr error
+	if res.IsError {
+		spanStatus, spanErr = trace.SpanError, errors.New(res.Code)
+	}
+	_ = t.rec.Record(ctx, trace.KindToolCall, call.Name, map[string]any{
+		"id": call.ID, "arguments": rawJSON(call.Arguments), "result": rawJSON(res.Content), "code": res.Code,
+	}, started, spanStatus, spanErr, 0, 0)
+	a.publish(Event{Kind: EventToolResult, SessionID: t.s.ID, ToolCall: &call, Result: &res, Message: m})
+	if call.Name == "task_update" && !res.IsError {
+		if sess, err := a.Store.SessionForOwner(context.Background(), t.s.ID, t.s.OwnerID); err == nil {
+			a.publish(Event{Kind: EventTaskState, SessionID: t.s.ID, State: sess.State})
+		}
+	}
+}
+
+// rawJSON keeps valid JSON as JSON in span data (so redaction sees its keys) and
+// anything else as a string.
+func rawJSON(s string) any {
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	return s
+}
+
+// save commits m with a fresh context: the run's own may be cancelled (Stop, shutdown).
+func (t *turn) save(m *store.Message) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return t.a.Store.AppendMessage(ctx, m)
+}
+
+// commitFinal saves the final assistant message and publishes EventFinal.
+func (t *turn) commitFinal() {
+	m := t.final
+	m.Tokens = max(m.Tokens, t.a.countTokens(m))
+	if err := t.save(m); err != nil {
+		t.a.Log.Error("agent: save reply", "session", t.s.ID, "err", err)
+		m.Status, m.Error = store.StatusError, "The reply could not be saved."
+	}
+	_ = t.rec.Record(context.Background(), trace.KindFinal, m.Status, map[string]any{"seq": m.Seq, "status": m.Status,
+		"error": m.Error, "chars": len(m.Content)}, t.a.Now(), trace.SpanOK, nil, 0, m.Tokens)
+	t.a.mu.Lock()
+	t.r.ending = true
+	t.a.mu.Unlock()
+	t.a.publish(Event{Kind: EventFinal, SessionID: t.s.ID, Message: m})
+}
+
+// countTokens is the context cost of a message (content, tool calls, chat overhead),
+// stored with it so that assembling the context never re-tokenizes history.
+func (a *Agent) countTokens(m *store.Message) int {
+	n := contextwin.MessageOverhead + a.Tokens.Count(m.Content)
+	if len(m.ToolCalls) > 0 {
+		n += a.Tokens.Count(string(m.ToolCalls))
+	}
+	return n
+}
