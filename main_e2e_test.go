@@ -48,54 +48,11 @@ func TestEndToEndChat(t *testing.T) {
 	fake := fakeModel(t)
 	a := startApp(t, nil)
 
-	run := func(step string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		c, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Do(c, actions...); err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-	}
-	login := func(user, pw string) chromedp.Action[chromedp.Void] {
-		return chromedp.Steps(
-			chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-form]`)),
-			chromedp.SendKeys(chromedp.CSS(`#login-username`), user),
-			chromedp.SendKeys(chromedp.CSS(`#login-password`), pw),
-			chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)),
-			chromedp.WaitVisible(chromedp.CSS(`[data-testid=new-chat]`)),
-		)
-	}
-	send := func(text string) chromedp.Action[chromedp.Void] {
-		return chromedp.Steps(
-			chromedp.WaitVisible(chromedp.CSS(`[data-testid=composer]`)),
-			chromedp.SendKeys(chromedp.CSS(`[data-testid=composer]`), text),
-			chromedp.KeyEvent(kb.Enter),
-		)
-	}
+	run := stepRunner(t, ctx)
 
-	// 1. First run: the setup page creates the admin, who is logged in; then log out and in.
-	run("setup",
-		chromedp.Navigate(a.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=setup-form]`)),
-		chromedp.SendKeys(chromedp.CSS(`#setup-username`), "alice"),
-		chromedp.SendKeys(chromedp.CSS(`#setup-password`), "correct horse battery"),
-		chromedp.SendKeys(chromedp.CSS(`#setup-password2`), "correct horse battery"),
-		chromedp.Click(chromedp.CSS(`[data-testid=setup-submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=new-chat-main]`)),
-	)
-	run("logout and login", chromedp.Click(chromedp.CSS(`[data-testid=logout]`)), login("alice", "correct horse battery"))
-
-	// The admin points Atrium at the (fake) model in settings.
-	add := `form[data-testid=provider-add-form] `
-	run("add provider",
-		chromedp.Navigate(a.URL+"/settings/providers"),
-		chromedp.WaitVisible(chromedp.CSS(add+`[name=name]`)),
-		chromedp.SendKeys(chromedp.CSS(add+`[name=name]`), "Fake"),
-		chromedp.SetValue(chromedp.CSS(add+`[name=base_url]`), fake.URL()),
-		chromedp.SendKeys(chromedp.CSS(add+`[name=api_key]`), "sk-e2e-secret-9876"),
-		chromedp.Click(chromedp.CSS(add+`[data-testid=provider-add]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=provider][data-provider-name=Fake]`)),
-	)
+	// 1. First run: the setup page creates the admin, who is logged in; then log out
+	// and in; the admin points Atrium at the (fake) model in settings.
+	setUpInBrowser(run, a, fake)
 	var hint string
 	run("key hint", into(&hint, chromedp.Text(chromedp.CSS(`[data-testid=key-hint]`))))
 	if strings.Contains(hint, "secret") || !strings.Contains(hint, "9876") {
@@ -107,7 +64,7 @@ func TestEndToEndChat(t *testing.T) {
 	run("new chat and send",
 		chromedp.Navigate(a.URL+"/"),
 		chromedp.Click(chromedp.CSS(`[data-testid=new-chat-main]`)),
-		send("show me some markdown"),
+		sendSteps("show me some markdown"),
 		chromedp.WaitVisible(chromedp.CSS(`article[data-role=assistant][data-status=complete] .md h1`)),
 		into(&sessionURL, chromedp.Location()),
 	)
@@ -129,7 +86,7 @@ func TestEndToEndChat(t *testing.T) {
 	// 3. Stop mid-stream keeps the partial reply, marked stopped.
 	var partial string
 	run("stop",
-		send("write something long"),
+		sendSteps("write something long"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=stop]`)),
 		chromedp.Poll[chromedp.Void](`document.querySelector('#msg-live') && document.querySelector('#msg-live').textContent.includes('lorem ipsum lorem')`),
 		chromedp.Click(chromedp.CSS(`[data-testid=stop]`)),
@@ -158,7 +115,7 @@ func TestEndToEndChat(t *testing.T) {
 	var xss, scripts, jsLinks int
 	var text string
 	run("hostile reply",
-		send("say something hostile"),
+		sendSteps("say something hostile"),
 		chromedp.WaitVisible(chromedp.CSS(`#messages article[data-role=assistant][data-status=complete]:last-of-type`)),
 		chromedp.Poll[chromedp.Void](`document.querySelectorAll('#messages article[data-role=assistant]').length === 3 && !document.querySelector('#msg-live')`),
 		chromedp.Sleep(100*time.Millisecond), // give an injected handler a chance to fire
@@ -183,7 +140,7 @@ func TestEndToEndChat(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`[data-testid=user-create]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=flash], [data-testid=form-notice]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid=logout]`)),
-		login("bob", "bob password 1"),
+		loginSteps("bob", "bob password 1"),
 	)
 	var status string
 	run("foreign session",
@@ -237,4 +194,109 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Logf("screenshot %s: %v", name, err)
 	}
+}
+
+// stepRunner runs browser steps with a timeout, failing the test with the step's name.
+func stepRunner(t *testing.T, ctx context.Context) func(string, ...chromedp.Action[chromedp.Void]) {
+	return func(step string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		c, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if err := chromedp.Do(c, actions...); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+}
+
+func loginSteps(user, pw string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-form]`)),
+		chromedp.SendKeys(chromedp.CSS(`#login-username`), user),
+		chromedp.SendKeys(chromedp.CSS(`#login-password`), pw),
+		chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=new-chat]`)),
+	)
+}
+
+func sendSteps(text string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=composer]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=composer]`), text),
+		chromedp.KeyEvent(kb.Enter),
+	)
+}
+
+// setUpInBrowser creates the admin "alice" on the setup page, logs out and in again,
+// and adds the fake model as a provider in settings.
+func setUpInBrowser(run func(string, ...chromedp.Action[chromedp.Void]), a *app, fake *llmtest.Server) {
+	run("setup",
+		chromedp.Navigate(a.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=setup-form]`)),
+		chromedp.SendKeys(chromedp.CSS(`#setup-username`), "alice"),
+		chromedp.SendKeys(chromedp.CSS(`#setup-password`), "correct horse battery"),
+		chromedp.SendKeys(chromedp.CSS(`#setup-password2`), "correct horse battery"),
+		chromedp.Click(chromedp.CSS(`[data-testid=setup-submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=new-chat-main]`)),
+	)
+	run("logout and login", chromedp.Click(chromedp.CSS(`[data-testid=logout]`)), loginSteps("alice", "correct horse battery"))
+
+	add := `form[data-testid=provider-add-form] `
+	run("add provider",
+		chromedp.Navigate(a.URL+"/settings/providers"),
+		chromedp.WaitVisible(chromedp.CSS(add+`[name=name]`)),
+		chromedp.SendKeys(chromedp.CSS(add+`[name=name]`), "Fake"),
+		chromedp.SetValue(chromedp.CSS(add+`[name=base_url]`), fake.URL()),
+		chromedp.SendKeys(chromedp.CSS(add+`[name=api_key]`), "sk-e2e-secret-9876"),
+		chromedp.Click(chromedp.CSS(add+`[data-testid=provider-add]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=provider][data-provider-name=Fake]`)),
+	)
+}
+
+// TestEndToEndAgentTools: a tool-call card appears, then the final answer; the task the
+// model set survives a reload in the task panel; the context meter shows the last step.
+func TestEndToEndAgentTools(t *testing.T) {
+	ctx, problems := browsertest.New(t, 1200, 900)
+	fake := llmtest.NewServer(t)
+	fake.SetModels("fake-model")
+	fake.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == "tool" {
+			return llmtest.Reply{Text: llmtest.Words("Done: the task is set and the sum is 42."), ChunkDelay: 5 * time.Millisecond}
+		}
+		return llmtest.Reply{ToolCalls: []llmtest.ToolCall{
+			{ID: "call_task", Name: "task_update", Arguments: `{"goal":"Plan a trip to Lisbon","stage":"research"}`},
+			{ID: "call_calc", Name: "calculator", Arguments: `{"expression":"40 + 2"}`},
+		}}
+	})
+	a := startApp(t, nil)
+	run := stepRunner(t, ctx)
+	setUpInBrowser(run, a, fake)
+
+	var calcStatus, finalText, goal, stage string
+	var cards int
+	run("tool turn",
+		chromedp.Navigate(a.URL+"/"),
+		chromedp.Click(chromedp.CSS(`[data-testid=new-chat-main]`)),
+		sendSteps("plan my trip and add 40 and 2"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=tool-card][data-tool=calculator][data-status=ok]`)),
+		chromedp.WaitVisible(chromedp.CSS(`article[data-role=assistant][data-status=complete]:last-of-type .md p`)),
+		into(&cards, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=tool-card]').length`)),
+		into(&calcStatus, chromedp.Text(chromedp.CSS(`[data-testid=tool-card][data-tool=calculator]`))),
+		into(&finalText, chromedp.Text(chromedp.CSS(`#messages article[data-role=assistant]:last-of-type .md`))),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=context-meter] [data-zone], [data-testid=context-meter] .meter-zone`)),
+	)
+	if cards != 2 || !strings.Contains(calcStatus, "calculator") || !strings.Contains(finalText, "sum is 42") {
+		t.Errorf("cards=%d calculator card %q final %q", cards, calcStatus, finalText)
+	}
+	screenshot(t, ctx, "agent-tools")
+
+	run("reload keeps the task",
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=tool-card][data-tool=task_update][data-status=ok]`)),
+		into(&goal, chromedp.Text(chromedp.CSS(`[data-testid=task-goal]`), chromedp.NodeReady)),
+		into(&stage, chromedp.Text(chromedp.CSS(`[data-testid=task-stage]`), chromedp.NodeReady)),
+	)
+	if !strings.Contains(goal, "Plan a trip to Lisbon") || !strings.Contains(stage, "research") {
+		t.Errorf("after reload the task panel shows goal %q stage %q", goal, stage)
+	}
+	problems.Check(t)
 }
