@@ -20,6 +20,8 @@ import (
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/models"
 	"atrium/internal/store"
+	"atrium/internal/tools"
+	"atrium/internal/trace"
 )
 
 // recorder is a Sink that keeps every event.
@@ -97,12 +99,18 @@ type harness struct {
 	sink    *recorder
 	agent   *agent.Agent
 	session store.Session
+	tools   *tools.Registry // nil unless options asked for tools
+	trace   *trace.Recorder // nil unless options.trace
 }
 
 type options struct {
 	noProvider bool
 	apiKey     string
 	cfg        agent.Config
+	builtins   bool         // register the built-in tools (task tools on the store)
+	tools      []tools.Tool // more tools, registered after the built-ins
+	trace      bool         // record runs with a trace.Recorder; provider requests are captured
+	now        func() time.Time
 }
 
 const apiKey = "sk-test-SECRET-abcdef123456"
@@ -144,6 +152,25 @@ func newHarness(t *testing.T, o options) *harness {
 		}
 	}
 	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond}
+	var rec *trace.Recorder
+	if o.trace {
+		rec = trace.NewRecorder(db, trace.NewRedactor())
+		catalog.Redactor = rec.Redactor()
+	}
+	var reg *tools.Registry
+	if o.builtins || len(o.tools) > 0 {
+		reg = tools.NewRegistry(db.SQL, tools.HashEmbedder{})
+		if o.builtins {
+			if err := tools.RegisterBuiltins(reg, o.now, db); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, tool := range o.tools {
+			if err := reg.Register(tool); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	u := &store.User{Username: "ann", PasswordHash: "x", Role: store.RoleUser}
 	if err := db.CreateUser(ctx, u); err != nil {
 		t.Fatal(err)
@@ -154,7 +181,8 @@ func newHarness(t *testing.T, o options) *harness {
 	}
 	sink := newRecorder()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: sink, Config: o.cfg, Log: log})
+	a := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: sink, Config: o.cfg, Log: log,
+		Tools: reg, Recorder: rec, Now: o.now})
 	// Never leave a run writing into a closed database.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -163,7 +191,7 @@ func newHarness(t *testing.T, o options) *harness {
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	return &harness{db: db, llm: fake, sink: sink, agent: a, session: *s}
+	return &harness{db: db, llm: fake, sink: sink, agent: a, session: *s, tools: reg, trace: rec}
 }
 
 func (h *harness) messages(t *testing.T) []store.Message {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -63,6 +64,13 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	// SQLITE_BUSY when the second tries to upgrade its read snapshot.
 	q.Set("_txlock", "immediate")
 
+	// Create the file owner-only before SQLite does (it would use 0644); SQLite gives
+	// the -wal and -shm files the database file's permissions.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	f.Close()
 	sqlDB, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
