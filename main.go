@@ -104,6 +104,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	hub := web.NewHub(30*time.Millisecond, nil, log)
 	ag := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: hub, Tools: registry,
 		Recorder: recorder, Config: agent.Config{MaxMessageBytes: cfg.MaxMessageBytes}, Log: log})
+	// Closing the last tab stops the reply (after a grace period for reloads).
+	hub.StopUnwatched(func(id string) { ag.Stop(id) }, 15*time.Second)
 	srv := web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Models: catalog,
 		Recorder: recorder, CSRFKey: csrfKey, Log: log, NewID: uuid.NewString})
 

@@ -28,6 +28,9 @@ type Hub struct {
 
 	mu    sync.Mutex
 	rooms map[string]*room
+
+	stopUnwatched func(sessionID string) // see StopUnwatched
+	grace         time.Duration
 }
 
 type room struct {
@@ -36,6 +39,7 @@ type room struct {
 	live      *liveReply // nil while the session is idle
 	timer     *time.Timer
 	lastFlush time.Time
+	orphan    *time.Timer // running while a live reply has no viewer
 }
 
 // liveReply is the reply being streamed: the raw text, how much of it is rendered as
@@ -91,6 +95,13 @@ func (h *Hub) room(sessionID string) *room {
 	return r
 }
 
+// StopUnwatched makes the hub call stop for a session whose reply is still streaming
+// when its last viewer has been gone for grace. A reload or a dropped connection
+// reconnects well within it. Call it before serving.
+func (h *Hub) StopUnwatched(stop func(sessionID string), grace time.Duration) {
+	h.stopUnwatched, h.grace = stop, grace
+}
+
 // release drops a room nobody watches and nothing streams into.
 func (h *Hub) release(sessionID string, r *room) {
 	h.mu.Lock()
@@ -116,6 +127,10 @@ func (h *Hub) subscribe(sessionID string, c *client, initial func(Snapshot) []by
 	defer r.mu.Unlock()
 	frame := initial(r.snapshotLocked())
 	r.clients[c] = struct{}{}
+	if r.orphan != nil {
+		r.orphan.Stop()
+		r.orphan = nil
+	}
 	if frame != nil {
 		c.send <- frame // a fresh client's buffer has room
 	}
@@ -130,6 +145,18 @@ func (h *Hub) unsubscribe(sessionID string, c *client) {
 	}
 	r.mu.Lock()
 	delete(r.clients, c)
+	if len(r.clients) == 0 && r.live != nil && h.stopUnwatched != nil && r.orphan == nil {
+		r.orphan = time.AfterFunc(h.grace, func() {
+			r.mu.Lock()
+			unwatched := len(r.clients) == 0 && r.live != nil
+			r.orphan = nil
+			r.mu.Unlock()
+			if unwatched {
+				h.log.Info("web: stopping a reply nobody watches", "session", sessionID)
+				h.stopUnwatched(sessionID)
+			}
+		})
+	}
 	r.mu.Unlock()
 	h.release(sessionID, r)
 }

@@ -89,6 +89,7 @@ func newTestEnv(tb testing.TB) *testEnv {
 	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout, IdleTimeout: cfg.ModelIdleTimeout}
 	hub := NewHub(30*time.Millisecond, nil, log)
 	ag := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: hub, Config: agent.Config{MaxMessageBytes: cfg.MaxMessageBytes}, Log: log})
+	hub.StopUnwatched(func(id string) { ag.Stop(id) }, 200*time.Millisecond)
 	srv := New(Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Models: catalog,
 		CSRFKey: csrfKey, Log: log, Now: clk.now, NewID: uuid.NewString})
 	ts := httptest.NewServer(srv.Handler())
@@ -927,5 +928,41 @@ func TestHealth(t *testing.T) {
 	b := env.browser()
 	for _, p := range []string{"/healthz", "/readyz"} {
 		wantStatus(t, b.get(p), http.StatusOK)
+	}
+}
+
+// TestLastViewerLeavingStopsReply: when the only tab closes mid-reply, the reply is
+// stopped after the grace period and its partial text saved; a tab that reconnects
+// within the grace period keeps it going.
+func TestLastViewerLeavingStopsReply(t *testing.T) {
+	env, admin, id := chatEnv(t)
+	env.llm.Enqueue(llmtest.Reply{Text: llmtest.Words(strings.Repeat("still going ", 200)), ChunkDelay: 10 * time.Millisecond})
+	ws := admin.dial(id)
+	ws.send("talk to me")
+	ws.until("still going")
+	ws.conn.Close()
+
+	// A reload reconnects within the grace period: the reply goes on.
+	time.Sleep(50 * time.Millisecond)
+	again := admin.dial(id)
+	again.until("still going")
+	again.conn.Close()
+
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		msgs := env.messages(id)
+		if len(msgs) == 2 {
+			if msgs[1].Status != store.StatusStopped || !strings.HasPrefix(msgs[1].Content, "still going") {
+				t.Fatalf("reply after the last tab closed: %+v", msgs[1])
+			}
+			if n := strings.Count(msgs[1].Content, "going"); n >= 200 {
+				t.Fatalf("the reply ran to the end (%d words): it was not stopped", n)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no reply saved 5s after the last tab closed: %+v", msgs)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

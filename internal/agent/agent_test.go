@@ -101,6 +101,7 @@ type harness struct {
 	session store.Session
 	tools   *tools.Registry // nil unless options asked for tools
 	trace   *trace.Recorder // nil unless options.trace
+	deps    agent.Deps      // what agent was built with, for a second "process" on the same database
 }
 
 type options struct {
@@ -181,8 +182,9 @@ func newHarness(t *testing.T, o options) *harness {
 	}
 	sink := newRecorder()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: sink, Config: o.cfg, Log: log,
-		Tools: reg, Recorder: rec, Now: o.now})
+	deps := agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: sink, Config: o.cfg, Log: log,
+		Tools: reg, Recorder: rec, Now: o.now}
+	a := agent.New(deps)
 	// Never leave a run writing into a closed database.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -191,7 +193,7 @@ func newHarness(t *testing.T, o options) *harness {
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	return &harness{db: db, llm: fake, sink: sink, agent: a, session: *s, tools: reg, trace: rec}
+	return &harness{db: db, llm: fake, sink: sink, agent: a, session: *s, tools: reg, trace: rec, deps: deps}
 }
 
 func (h *harness) messages(t *testing.T) []store.Message {
