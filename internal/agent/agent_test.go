@@ -67,7 +67,13 @@ func (r *recorder) count(kind agent.EventKind) int {
 // waitFor waits until at least n events of kind arrived and returns the n-th.
 func (r *recorder) waitFor(t *testing.T, kind agent.EventKind, n int) agent.Event {
 	t.Helper()
-	deadline := time.NewTimer(5 * time.Second)
+	return r.waitForWithin(t, kind, n, 5*time.Second)
+}
+
+// waitForWithin is waitFor with a deadline of d.
+func (r *recorder) waitForWithin(t *testing.T, kind agent.EventKind, n int, d time.Duration) agent.Event {
+	t.Helper()
+	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
 		seen := 0

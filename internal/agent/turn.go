@@ -133,10 +133,11 @@ func (t *turn) loop(ctx context.Context) {
 		for _, call := range resp.ToolCalls {
 			t.runTool(ctx, call)
 		}
+		// The step message is committed; what follows (a stop included) is a new one.
+		t.final = &store.Message{SessionID: t.s.ID, Role: store.RoleAssistant, Status: store.StatusComplete, Model: model}
 		if t.stopped(ctx) {
 			return
 		}
-		t.final = &store.Message{SessionID: t.s.ID, Role: store.RoleAssistant, Status: store.StatusComplete, Model: model}
 	}
 	t.final.Content = fmt.Sprintf("I stopped after %d steps without reaching a final answer (the step limit). "+
 		"Ask me to continue if you want me to go on.", a.cfg.MaxSteps)
