@@ -73,11 +73,15 @@ type Agent struct {
 	cfg      Config
 	instance string // this process, in lease holder names
 
-	mu     sync.Mutex
-	runs   map[string]*run
-	queued map[string]queuedSend
-	closed bool
-	wg     sync.WaitGroup
+	base       context.Context // background work (summary folds); cancelled by Shutdown
+	cancelBase context.CancelFunc
+
+	mu      sync.Mutex
+	runs    map[string]*run
+	queued  map[string]queuedSend
+	folding map[string]bool // sessions with a summary fold in progress
+	closed  bool
+	wg      sync.WaitGroup
 }
 
 type run struct {
@@ -138,8 +142,9 @@ func New(d Deps) *Agent {
 	if c.LeaseWait <= 0 {
 		c.LeaseWait = c.LeaseTTL + time.Second
 	}
-	return &Agent{Deps: d, cfg: c, instance: uuid.NewString()[:8],
-		runs: map[string]*run{}, queued: map[string]queuedSend{}}
+	base, cancel := context.WithCancel(context.Background())
+	return &Agent{Deps: d, cfg: c, instance: uuid.NewString()[:8], base: base, cancelBase: cancel,
+		runs: map[string]*run{}, queued: map[string]queuedSend{}, folding: map[string]bool{}}
 }
 
 // ValidateText checks a user message before anything is stored.
@@ -330,12 +335,12 @@ func (a *Agent) Stop(sessionID string) bool {
 	return ok
 }
 
-// Busy reports whether the session has a run in progress.
+// Busy reports whether the session has a run or a summary fold in progress.
 func (a *Agent) Busy(sessionID string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_, ok := a.runs[sessionID]
-	return ok
+	return ok || a.folding[sessionID]
 }
 
 // Shutdown refuses new runs, cancels the running ones and waits until their partial
@@ -347,6 +352,7 @@ func (a *Agent) Shutdown(ctx context.Context) error {
 		r.cancel(ErrShutdown)
 	}
 	a.mu.Unlock()
+	a.cancelBase()
 	done := make(chan struct{})
 	go func() { a.wg.Wait(); close(done) }()
 	select {

@@ -13,17 +13,43 @@ import (
 // foldBatch bounds how many old messages one summary update reads.
 const foldBatch = 200
 
-// fold advances the rolling summary over the turns that left the verbatim window. The
-// watermark moves only when the model's summary succeeded; a failure is recorded and the
-// turns stay in the context verbatim as the budget allows, so history is never silently
-// dropped. It runs after the reply is committed, still holding the session's lease.
-func (t *turn) fold() {
-	a := t.a
-	turns := t.unsummarised
-	if len(turns) == 0 || t.provider == nil || t.final.Status != store.StatusComplete {
+// foldLater folds the turns that left the verbatim window into the rolling summary in
+// the background, after the reply is committed and the session is free again, so the
+// next message never waits for a summary call. One fold per session at a time; shutdown
+// cancels it. The trace run is closed when the fold is done.
+func (a *Agent) foldLater(t *turn) {
+	a.mu.Lock()
+	busy := a.folding[t.s.ID]
+	start := !busy && !a.closed && len(t.unsummarised) > 0 && t.provider != nil && t.final.Status == store.StatusComplete
+	if start {
+		a.folding[t.s.ID] = true
+		a.wg.Add(1)
+	}
+	a.mu.Unlock()
+	if !start {
+		t.endRecord()
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	go func() {
+		defer a.wg.Done()
+		defer func() {
+			a.mu.Lock()
+			delete(a.folding, t.s.ID)
+			a.mu.Unlock()
+		}()
+		t.fold(a.base)
+		t.endRecord()
+	}()
+}
+
+// fold advances the rolling summary over the turns that left the verbatim window. The
+// watermark moves only when the model's summary succeeded (and only forward); a failure
+// is recorded and the turns stay in the context verbatim as the budget allows, so
+// history is never silently dropped.
+func (t *turn) fold(base context.Context) {
+	a := t.a
+	turns := t.unsummarised
+	ctx, cancel := context.WithTimeout(base, 90*time.Second)
 	defer cancel()
 	if turns[0].Seq > t.summarySeq+1 {
 		// Older messages were beyond the context loader's bound: fold them first, in
@@ -48,7 +74,7 @@ func (t *turn) fold() {
 	summary, err := contextwin.Fold(ctx, summarize, t.summary, turns, a.cfg.Budgets, a.Tokens)
 	last := turns[len(turns)-1].Seq
 	if err == nil {
-		err = a.Store.SetSessionSummary(ctx, t.s.ID, t.s.OwnerID, summary, last)
+		_, err = a.Store.AdvanceSessionSummary(ctx, t.s.ID, t.s.OwnerID, summary, last)
 	}
 	status := trace.SpanOK
 	if err != nil {

@@ -51,8 +51,11 @@ func (a *Agent) runTurn(ctx context.Context, r *run, s store.Session, user *stor
 	t.steps = 0
 	t.loop(ctx)
 	t.commitFinal()
-	t.fold()
+	a.foldLater(t)
+}
 
+// endRecord closes the turn's trace run with its outcome.
+func (t *turn) endRecord() {
 	status := trace.StatusComplete
 	switch t.final.Status {
 	case store.StatusStopped:

@@ -219,3 +219,19 @@ func (db *DB) DeleteSession(ctx context.Context, id string, owner int64) error {
 	}
 	return nil
 }
+
+// AdvanceSessionSummary sets the rolling summary and its watermark only if seq is past
+// the current watermark, so that summaries folded concurrently or late never move it
+// back. It reports whether it changed the session; it does not reorder the sidebar.
+func (db *DB) AdvanceSessionSummary(ctx context.Context, id string, owner int64, summary string, seq int64) (bool, error) {
+	res, err := db.SQL.ExecContext(ctx, `UPDATE sessions SET summary = ?, summary_seq = ?
+		WHERE id = ? AND owner_id = ? AND summary_seq < ?`, summary, seq, id, owner, seq)
+	if err != nil {
+		return false, fmt.Errorf("store: advance session summary: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: advance session summary: %w", err)
+	}
+	return n == 1, nil
+}
