@@ -25,6 +25,7 @@ import (
 	"atrium/internal/config"
 	"atrium/internal/crypto"
 	"atrium/internal/errs"
+	"atrium/internal/mcp"
 	"atrium/internal/models"
 	"atrium/internal/store"
 	"atrium/internal/tools"
@@ -102,12 +103,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	hub := web.NewHub(30*time.Millisecond, nil, log)
+	// The web layer holds typed text to MaxMessageBytes; attached MCP resources may add
+	// up to three times as much again.
 	ag := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: hub, Tools: registry,
-		Recorder: recorder, Config: agent.Config{MaxMessageBytes: cfg.MaxMessageBytes}, Log: log})
+		Recorder: recorder, Config: agent.Config{MaxMessageBytes: 4 * cfg.MaxMessageBytes}, Log: log})
+	// MCP servers connect in the background: readiness never waits for them.
+	var srv *web.Server
+	servers := mcp.NewSupervisor(registry, log, func(st mcp.Status) {
+		if srv != nil {
+			srv.MCPChanged(st)
+		}
+	})
+	defer servers.Close()
 	// Closing the last tab stops the reply (after a grace period for reloads).
 	hub.StopUnwatched(func(id string) { ag.Stop(id) }, 15*time.Second)
-	srv := web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Models: catalog,
-		Recorder: recorder, CSRFKey: csrfKey, Log: log, NewID: uuid.NewString})
+	srv = web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Models: catalog,
+		Recorder: recorder, MCP: servers, CSRFKey: csrfKey, Log: log, NewID: uuid.NewString})
+	if err := srv.ApplyMCP(ctx); err != nil {
+		log.Error("mcp: could not load the configured servers", "err", err)
+	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -135,6 +149,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := ag.Shutdown(shutCtx); err != nil {
 		log.Error("shutdown: replies", "err", err)
 	}
+	servers.Close() // stops every MCP child process group
 	hub.CloseAll()
 	if err := httpSrv.Shutdown(shutCtx); err != nil {
 		log.Warn("shutdown: http", "err", err)

@@ -53,6 +53,7 @@
     if (e.key !== 'Enter' || e.shiftKey || e.altKey || e.ctrlKey || e.metaKey) return;
     if (e.isComposing || e.keyCode === 229) return;
     e.preventDefault();
+    if (pickFirstPrompt(ta)) return;
     if (ta.value.trim() === '') return;
     checkSize(ta);
     ta.form.requestSubmit();
@@ -89,6 +90,8 @@
       ta.setCustomValidity('');
       ta.focus();
     }
+    clearAttachments();
+    closePromptMenu();
     stickToBottom = true;
     scrollToBottom();
   });
@@ -210,6 +213,187 @@
     if (side) side.open = wide.matches;
   }
   if (wide.addEventListener) wide.addEventListener('change', placeSide);
+
+  // (7) MCP resources: the Resources button loads #resources-panel (htmx); "Attach"
+  // adds a chip with a hidden "attach" field (<server>\n<uri>) to form#composer, which
+  // htmx-ext-ws sends with the message (one value as a string, several as an array).
+  function showNotice(text) {
+    var n = document.getElementById('notice');
+    if (n) n.textContent = text;
+  }
+  function clearAttachments() {
+    var box = document.getElementById('attachments');
+    while (box && box.firstChild) box.removeChild(box.firstChild);
+  }
+  function addAttachment(value, label) {
+    var box = document.getElementById('attachments');
+    if (!box) return;
+    var inputs = box.querySelectorAll('input[name=attach]');
+    for (var i = 0; i < inputs.length; i++) {
+      if (inputs[i].value === value) return;
+    }
+    var chip = document.createElement('span');
+    chip.className = 'chip';
+    chip.setAttribute('data-testid', 'attachment-chip');
+    chip.title = value.replace('\n', ' ');
+    var name = document.createElement('span');
+    name.textContent = label;
+    var rm = document.createElement('button');
+    rm.type = 'button';
+    rm.className = 'link';
+    rm.setAttribute('data-remove-attachment', '');
+    rm.setAttribute('aria-label', 'Remove ' + label);
+    rm.textContent = '×';
+    var input = document.createElement('input');
+    input.type = 'hidden';
+    input.name = 'attach';
+    input.value = value;
+    chip.appendChild(name);
+    chip.appendChild(rm);
+    chip.appendChild(input);
+    box.appendChild(chip);
+  }
+  function setPanel(id, open) {
+    var p = document.getElementById(id);
+    if (p) p.hidden = !open;
+  }
+  document.addEventListener('click', function (e) {
+    if (!(e.target instanceof Element)) return;
+    var attach = e.target.closest('[data-attach]');
+    if (attach) {
+      addAttachment(attach.getAttribute('data-attach'), attach.getAttribute('data-label') || '');
+      attach.textContent = 'Attached';
+      return;
+    }
+    var rm = e.target.closest('[data-remove-attachment]');
+    if (rm && rm.parentElement) {
+      rm.parentElement.remove();
+      return;
+    }
+    if (e.target.closest('[data-close-resources]')) {
+      setPanel('resources-panel', false);
+      return;
+    }
+    var pick = e.target.closest('[data-prompt-pick]');
+    if (pick) choosePrompt(pick.closest('.prompt-item'));
+  });
+  document.addEventListener('htmx:beforeRequest', function (e) {
+    var elt = e.detail && e.detail.elt;
+    var panel = document.getElementById('resources-panel');
+    // A second click on the Resources button closes the panel instead of reloading it.
+    if (elt instanceof Element && elt.matches('[data-testid=resources-button]') && panel && !panel.hidden) {
+      e.preventDefault();
+      panel.hidden = true;
+    }
+  });
+  document.addEventListener('htmx:afterSwap', function (e) {
+    var target = e.detail && e.detail.target;
+    if (target instanceof Element && target.id === 'resources-panel') setPanel('resources-panel', true);
+  });
+  document.addEventListener('htmx:afterRequest', function (e) {
+    var elt = e.detail && e.detail.elt;
+    if (!(elt instanceof Element) || !e.detail) return;
+    var mcp = elt.matches('[data-prompt-form], [data-testid=resources-button]');
+    if (!mcp) return;
+    var xhr = e.detail.xhr;
+    if (!e.detail.successful) {
+      showNotice((xhr && xhr.responseText) || 'The request failed.');
+      return;
+    }
+    if (elt.matches('[data-prompt-form]')) {
+      var ta = document.querySelector('#composer textarea[name=text]');
+      if (ta && xhr) {
+        ta.value = xhr.responseText;
+        checkSize(ta);
+        ta.focus();
+      }
+      closePromptMenu();
+      showNotice('');
+    }
+  });
+
+  // (8) MCP prompts as slash commands: "/" at the start of the composer opens
+  // #prompt-menu (loaded from data-prompts-url), filtered by what follows; choosing
+  // one shows its argument form, whose answer app.js puts into the composer.
+  var promptQuery = /^\/(\S*)$/;
+  function promptMenu() {
+    return document.getElementById('prompt-menu');
+  }
+  function closePromptMenu() {
+    var m = promptMenu();
+    if (m) m.hidden = true;
+  }
+  function filterPrompts(q) {
+    var m = promptMenu();
+    if (!m) return;
+    var items = m.querySelectorAll('.prompt-item');
+    for (var i = 0; i < items.length; i++) {
+      var label = (items[i].getAttribute('data-label') || '').slice(1); // server:name
+      var name = label.slice(label.indexOf(':') + 1);
+      items[i].hidden = q !== '' && label.indexOf(q) !== 0 && name.indexOf(q) !== 0;
+    }
+  }
+  function openPromptMenu(q) {
+    var m = promptMenu();
+    if (!m) return;
+    if (!m.hidden) {
+      filterPrompts(q);
+      return;
+    }
+    m.hidden = false;
+    var url = m.getAttribute('data-prompts-url');
+    if (url && window.htmx) {
+      window.htmx.ajax('GET', url, { target: m, swap: 'innerHTML' }).then(function () {
+        var ta = document.querySelector('#composer textarea[name=text]');
+        var match = ta && promptQuery.exec(ta.value);
+        filterPrompts(match ? match[1] : '');
+      });
+    }
+  }
+  function choosePrompt(item) {
+    var m = promptMenu();
+    if (!item || !m) return;
+    var forms = m.querySelectorAll('form[data-prompt-form]');
+    for (var i = 0; i < forms.length; i++) forms[i].hidden = true;
+    var form = item.querySelector('form[data-prompt-form]');
+    if (!form) return;
+    if (!form.querySelector('input[data-arg]')) {
+      form.requestSubmit();
+      return;
+    }
+    form.hidden = false;
+    var first = form.querySelector('input[data-arg]');
+    if (first) first.focus();
+  }
+  // Enter in the composer while the menu shows: choose the first matching prompt.
+  function pickFirstPrompt(ta) {
+    var m = promptMenu();
+    if (!m || m.hidden || !promptQuery.test(ta.value)) return false;
+    var items = m.querySelectorAll('.prompt-item');
+    for (var i = 0; i < items.length; i++) {
+      if (!items[i].hidden) {
+        choosePrompt(items[i]);
+        return true;
+      }
+    }
+    return false;
+  }
+  document.addEventListener('input', function (e) {
+    var ta = e.target;
+    if (!(ta instanceof HTMLTextAreaElement) || ta.name !== 'text' || !ta.form || ta.form.id !== 'composer') return;
+    var match = promptQuery.exec(ta.value);
+    if (match) {
+      openPromptMenu(match[1]);
+    } else {
+      closePromptMenu();
+    }
+  });
+  document.addEventListener('keydown', function (e) {
+    if (e.key !== 'Escape') return;
+    var m = promptMenu();
+    if (m && !m.hidden) closePromptMenu();
+    setPanel('resources-panel', false);
+  });
 
   function start() {
     placeSide();

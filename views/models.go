@@ -93,6 +93,7 @@ type Chat struct {
 	Notice          string        // e.g. no model configured
 	Task            TaskPanel     // SessionID may be left empty: Session.ID is used
 	Meter           *ContextMeter // nil before the session's first turn
+	MCP             *MCPIndicator // nil: MCP is not set up (no indicator, resources or prompts)
 }
 
 // TaskPanel is the session's working memory as the side panel shows and edits it.

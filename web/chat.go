@@ -52,6 +52,7 @@ func (s *Server) chatView(ctx context.Context, ss store.Session, snap Snapshot) 
 	chat.Messages = messageViews(msgs, func(m store.Message) bool { return snap.Live != nil && m.Seq > snap.AfterSeq })
 	chat.Task = taskView(ss.ID, ss.State, "")
 	chat.Meter = s.lastMeter(ctx, ss)
+	chat.MCP = s.mcpIndicator()
 	if hasOlder && len(msgs) > 0 {
 		chat.OlderCursor = msgs[0].Seq
 	}

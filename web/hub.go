@@ -292,45 +292,43 @@ func (r *room) flushLocked(now time.Time) {
 // render renders what changed since the last call as one frame: newly finished blocks
 // (appended) and the unfinished tail (morphed). Only text[stable:] is scanned.
 //
-// A markdown.Render costs ~20µs however short its input, which is more than the whole
+// A markdown.Render costs 5µs or more however short its input, a large part of the
 // budget per token when a slow stream flushes after every token. So when the new text
-// only extends the last line of the tail in a way that cannot change how anything
-// before it parses, the tail's HTML is extended instead of rendered again (extendTail).
+// only extends the tail in a way that cannot change how anything before it parses, the
+// tail's HTML is extended instead of rendered again (extendTail). The frame is written
+// directly, byte for byte what views.FrameLiveBlocks and views.FrameLiveTail render
+// (TestFrameMarkup).
 func (l *liveReply) render() []byte {
 	l.dirty = false
-	var comps []templ.Component
+	var reasoning []byte
 	if len(l.reasoning) > l.reasoningSent {
-		comps = append(comps, views.FrameLiveReasoning(string(l.reasoning[l.reasoningSent:])))
+		reasoning = renderFrame(views.FrameLiveReasoning(string(l.reasoning[l.reasoningSent:])))
 		l.reasoningSent = len(l.reasoning)
 	}
-	nReasoning := len(comps)
-	// Blocks finish only at a newline: without one since the last render, skip the scan.
+	// A block finishes only at a newline or when the first character of a line arrives
+	// (markdown.SplitStable): without either since the last render, skip the scan.
 	k := 0
-	if bytes.IndexByte(l.text[l.tailEnd:], '\n') >= 0 {
+	if add := l.text[l.tailEnd:]; len(add) > 0 &&
+		(bytes.IndexByte(add, '\n') >= 0 || l.tailEnd > 0 && l.text[l.tailEnd-1] == '\n') {
 		k = markdown.SplitStable(string(l.text[l.stable:]))
 	}
+	var blocks string
 	if k > 0 {
-		html := markdown.Render(string(l.text[l.stable : l.stable+k]))
-		l.blocks.WriteString(html)
+		blocks = markdown.Render(string(l.text[l.stable : l.stable+k]))
+		l.blocks.WriteString(blocks)
 		l.stable += k
-		comps = append(comps, views.FrameLiveBlocks(html))
 	}
 	tail, ok := "", false
-	if len(comps) == nReasoning && l.tailEnd > l.stable {
+	if k == 0 && l.tailEnd > l.stable {
 		tail, ok = extendTail(l.text[l.stable:l.tailEnd], l.text[l.tailEnd:], l.tailHTML)
 	}
 	if !ok {
 		tail = markdown.Render(string(l.text[l.stable:]))
 	}
 	l.tailEnd = len(l.text)
-	if tail != l.tailHTML || len(comps) > nReasoning {
-		l.tailHTML = tail
-		comps = append(comps, views.FrameLiveTail(tail))
-	}
-	if len(comps) == 0 {
-		return nil
-	}
-	return renderFrame(comps...)
+	sendTail := k > 0 || tail != l.tailHTML
+	l.tailHTML = tail
+	return appendLiveFrame(reasoning, k > 0, blocks, sendTail, tail)
 }
 
 // broadcast queues a frame for every client; a client whose buffer is full is dropped.

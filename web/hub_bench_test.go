@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"fmt"
+	stdhtml "html"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -472,6 +473,16 @@ func TestTailExtension(t *testing.T) {
 		"a\tb\ttab words\n\tindented tab words",
 		"foo\n\n```js\nconst s = `template ${x}`;\n``\n```\nafter words",
 		"Term words\n: not a definition words\n\nfoo  \nbar words",
+		"some **bold** words, *em* too, **two** **in** a **row**. And **end**, *x*! **y**? done",
+		"**open bold words **w** and *open em *e* words ** x** **y ** *z** **q* words",
+		"*outer words **inner** still* after **a**b **c**d *e*f word**g** h*i* done",
+		"***three*** words ****four**** and **w.** *e,* **a1** **9** words",
+		"- item **bold** words *em*\n- next **b** words\n\n1. **x** y\n\n> quote **q** words",
+		"| a | b |\n|---|---|\n| **c** d | e *f* words",
+		"__under__ **mixed_** **x_y** words _**a**_ **b**_ words",
+		"para words\n\nnext **bold** para\n\n- list\n\nafter *em* words\n\n  indented words",
+		"# Head **bold** words\n\nText\n===\n\n**Bold line** words",
+		"www **www** and **http** words **a@b** x",
 	}
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for d, doc := range docs {
@@ -505,7 +516,7 @@ func TestTailExtension(t *testing.T) {
 }
 
 // BenchmarkTailRender is what one markdown.Render of a tail costs by size: a fixed part
-// (~20µs here) that makes one render per token too slow, and why extendTail exists.
+// (5–10µs here) that makes one render per token costly, and why extendTail exists.
 func BenchmarkTailRender(b *testing.B) {
 	for _, n := range []int{5, 200, 1200} {
 		src := strings.Repeat("word ", n/5)
@@ -521,4 +532,60 @@ func BenchmarkTailRender(b *testing.B) {
 			markdown.Render(code)
 		}
 	})
+}
+
+// TestFrameMarkup checks that the live frames the hub writes directly are byte for byte
+// what the templ components render.
+func TestFrameMarkup(t *testing.T) {
+	reasoning := renderFrame(views.FrameLiveReasoning("why <not>"))
+	for _, html := range []string{"", "<p>x &amp; y</p>\n", markdown.Render("# T\n\n```go\nx\n```\n")} {
+		for _, tt := range []struct {
+			blocks, tail bool
+			want         []byte
+		}{
+			{true, false, renderFrame(views.FrameLiveBlocks(html))},
+			{false, true, renderFrame(views.FrameLiveTail(html))},
+			{true, true, renderFrame(views.FrameLiveBlocks(html), views.FrameLiveTail(html+"tail"))},
+		} {
+			tail := html
+			if tt.blocks && tt.tail {
+				tail += "tail"
+			}
+			if got := appendLiveFrame(nil, tt.blocks, html, tt.tail, tail); !bytes.Equal(got, tt.want) {
+				t.Errorf("appendLiveFrame(blocks=%v, tail=%v, %q) =\n%s\nwant\n%s", tt.blocks, tt.tail, html, got, tt.want)
+			}
+			want := append(slices.Clip(reasoning), tt.want...)
+			if got := appendLiveFrame(reasoning, tt.blocks, html, tt.tail, tail); !bytes.Equal(got, want) {
+				t.Errorf("appendLiveFrame with reasoning =\n%s\nwant\n%s", got, want)
+			}
+		}
+	}
+	if got := appendLiveFrame(nil, false, "", false, ""); got != nil {
+		t.Errorf("empty frame = %q, want nil", got)
+	}
+}
+
+// TestEscapes checks extendCode's escaping against html.EscapeString.
+func TestEscapes(t *testing.T) {
+	for _, s := range []string{"", "x", "a\n", "<b> & \"q\" 'r' \t\n", "\u65e5\u672c & <", "&amp;"} {
+		want := stdhtml.EscapeString(s)
+		var sb strings.Builder
+		writeEscaped(&sb, []byte(s))
+		if sb.String() != want {
+			t.Errorf("writeEscaped(%q) = %q, want %q", s, sb.String(), want)
+		}
+		for _, pre := range []string{"", "<code>", "&amp;", "x"} {
+			if got, ok := cutEscaped(pre+want, []byte(s)); !ok || got != pre {
+				t.Errorf("cutEscaped(%q, %q) = %q, %v; want %q, true", pre+want, s, got, ok, pre)
+			}
+		}
+		if s != "" {
+			if _, ok := cutEscaped(want[:len(want)-1]+"?", []byte(s)); ok {
+				t.Errorf("cutEscaped accepts a wrong escape of %q", s)
+			}
+			if _, ok := cutEscaped(s[1:], []byte(s)); ok && want != s[1:] {
+				t.Errorf("cutEscaped accepts a short text for %q", s)
+			}
+		}
+	}
 }

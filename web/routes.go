@@ -39,6 +39,9 @@ func (s *Server) routes() *echo.Echo {
 	u.POST("/s/:id/stop", s.stopSession)
 	u.POST("/s/:id/task", s.saveTask)
 	u.GET("/s/:id/ws", s.chatSocket)
+	u.GET("/s/:id/resources", s.resourcePanel)
+	u.GET("/s/:id/prompts", s.promptMenu)
+	u.POST("/s/:id/prompt", s.usePrompt)
 
 	a := u.Group("", s.requireAdmin)
 	a.GET("/settings/providers", s.showProviders)
@@ -53,6 +56,15 @@ func (s *Server) routes() *echo.Echo {
 	a.POST("/admin/users/:uid/enable", s.enableUser)
 	a.POST("/admin/users/:uid/reset", s.resetUserPassword)
 	a.POST("/admin/users/:uid/role", s.setUserRole)
+	a.GET("/settings/mcp", s.showMCP)
+	a.POST("/settings/mcp", s.createMCPServer)
+	a.GET("/settings/mcp/ws", s.mcpSocket)
+	a.GET("/settings/mcp/export", s.exportMCP)
+	a.POST("/settings/mcp/import", s.importMCP)
+	a.POST("/settings/mcp/:sid", s.updateMCPServer)
+	a.POST("/settings/mcp/:sid/enable", s.enableMCPServer)
+	a.POST("/settings/mcp/:sid/disable", s.disableMCPServer)
+	a.POST("/settings/mcp/:sid/delete", s.deleteMCPServer)
 
 	e.RouteNotFound("/*", func(c echo.Context) error { return echo.ErrNotFound })
 	return e

@@ -18,6 +18,7 @@ import (
 	"atrium/internal/auth"
 	"atrium/internal/config"
 	"atrium/internal/crypto"
+	"atrium/internal/mcp"
 	"atrium/internal/models"
 	"atrium/internal/store"
 	"atrium/internal/trace"
@@ -33,6 +34,7 @@ type Deps struct {
 	Hub      *Hub
 	Models   *models.Catalog
 	Recorder *trace.Recorder // nil: no context meter from past runs
+	MCP      *mcp.Supervisor // nil: no MCP (no settings effect, indicator, resources or prompts)
 	CSRFKey  []byte          // 32 random bytes, stable across restarts so open forms keep working
 	Log      *slog.Logger
 	Now      func() time.Time
@@ -48,6 +50,7 @@ type Server struct {
 	setupDone  atomic.Bool
 	echo       *echo.Echo
 	secureBase bool // the public base URL is https
+	mcp        mcpState
 }
 
 // New builds the server and its route table.

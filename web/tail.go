@@ -2,7 +2,6 @@ package web
 
 import (
 	"bytes"
-	stdhtml "html"
 	"strings"
 	"unicode/utf8"
 )
@@ -22,15 +21,20 @@ func extendTail(old, add []byte, html string) (string, bool) {
 	return extendText(old, add, html)
 }
 
-// extendText handles add = spaces and plain words (letters, digits, . , ! ?) continuing
-// the last line of old. Such text opens and closes nothing: no emphasis, code span, link,
-// autolink (no "www", ':' or '@') or entity, and, following whitespace, it does not change
-// the flanking of a delimiter run before it. So the last block's inline content just
-// grows, and the HTML grows at the end of that content, which must be plain text too:
-// the HTML ends with that same run of plain characters followed only by block closing
-// tags (so not inside a link or code).
+// extendText handles add = spaces and words continuing the last line of old, where a
+// word is plain (letters, digits, . , ! ?) or a complete emphasis of letters and digits,
+// **like** *this*, maybe followed by . , ! or ? (see emphWord). Plain words open and
+// close nothing: no emphasis, code span, link, autolink (no "www", ':' or '@') or
+// entity, and, following whitespace, they do not change the flanking of a delimiter run
+// before them. An emphasized word follows whitespace too, so its opening run can only
+// open and its closing run, followed by a space, the end or punctuation, can only
+// close; nothing but letters lies between them, so the closer pairs with that opener
+// (the nearest one) and leaves every delimiter before it as it was. So the last block's
+// inline content just grows, and the HTML grows at the end of that content, which must
+// be plain text too: the HTML ends with that same run of plain characters followed only
+// by block closing tags (so not inside a link or code).
 func extendText(old, add []byte, html string) (string, bool) {
-	if bytes.IndexByte(add, '\n') >= 0 || !plainWords(add) || containsFold(add, "www") {
+	if bytes.IndexByte(add, '\n') >= 0 || !inlineWords(add) || containsFold(add, "www") {
 		return "", false
 	}
 	if add[0] != ' ' && old[len(old)-1] != ' ' {
@@ -63,7 +67,76 @@ func extendText(old, add []byte, html string) (string, bool) {
 	if len(grown) == 0 {
 		return html, true // only trailing spaces, which render as nothing
 	}
-	return body + string(grown) + closing, true
+	var b strings.Builder
+	b.Grow(len(body) + len(grown) + 32 + len(closing))
+	b.WriteString(body)
+	writeWords(&b, grown)
+	b.WriteString(closing)
+	return b.String(), true
+}
+
+// inlineWords reports whether b is spaces and words that are plain or emphWord.
+func inlineWords(b []byte) bool {
+	for _, w := range bytes.Fields(b) {
+		if !plainWords(w) && emphWord(w) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// emphWord returns the length of the delimiter runs (1 for *em*, 2 for **strong**) if w
+// is a run of * or **, one or more letters and digits, the same run, and then only
+// . , ! or ?, else 0.
+func emphWord(w []byte) int {
+	d := 0
+	for d < len(w) && d < 3 && w[d] == '*' {
+		d++
+	}
+	if d == 0 || d > 2 {
+		return 0
+	}
+	i := d
+	for i < len(w) && (w[i]|0x20 >= 'a' && w[i]|0x20 <= 'z' || w[i] >= '0' && w[i] <= '9') {
+		i++
+	}
+	if i == d || i+d > len(w) || string(w[i:i+d]) != "**"[:d] {
+		return 0
+	}
+	for _, c := range w[i+d:] {
+		if c != '.' && c != ',' && c != '!' && c != '?' {
+			return 0
+		}
+	}
+	return d
+}
+
+// writeWords writes the HTML of b, spaces and words as inlineWords accepts them.
+func writeWords(sb *strings.Builder, b []byte) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '*')
+		if i < 0 {
+			sb.Write(b)
+			return
+		}
+		sb.Write(b[:i])
+		end := i + bytes.IndexByte(b[i:], ' ')
+		if end < i {
+			end = len(b)
+		}
+		w := b[i:end]
+		d := emphWord(w)
+		tag := "em>"
+		if d == 2 {
+			tag = "strong>"
+		}
+		inner := bytes.TrimRight(w, ".,!?")
+		sb.WriteString("<" + tag)
+		sb.Write(inner[d : len(inner)-d])
+		sb.WriteString("</" + tag)
+		sb.Write(w[len(inner):])
+		b = b[end:]
+	}
 }
 
 // inlineLine reports whether a line is plain inline text, maybe after a list marker,
@@ -170,23 +243,67 @@ func extendCode(old, add []byte, html string) (string, bool) {
 		}
 	}
 	body := html[:len(html)-len(closing)]
-	was := codeHTML(old[start:])
-	open := body[:max(0, len(body)-len(was))]
-	if !strings.HasSuffix(body, was) || !strings.HasSuffix(open, ">") ||
+	code := old[start:]
+	if len(code) > 0 && code[len(code)-1] != '\n' {
+		// The renderer adds a newline after the last line.
+		if !strings.HasSuffix(body, "\n") {
+			return "", false
+		}
+		body = body[:len(body)-1]
+	}
+	open, ok := cutEscaped(body, code)
+	if !ok || !strings.HasSuffix(open, ">") ||
 		strings.LastIndex(open, "<") != strings.LastIndex(open, "<code") {
 		return "", false
 	}
-	code := append(old[start:len(old):len(old)], add...)
-	return open + codeHTML(code) + closing, true
+	// body = open + escaped code (+ newline); the result has code + add instead.
+	var b strings.Builder
+	b.Grow(len(html) + len(add) + len(add)/4 + 1)
+	b.WriteString(body)
+	writeEscaped(&b, add)
+	if add[len(add)-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	b.WriteString(closing)
+	return b.String(), true
 }
 
-// codeHTML is how a code block's text appears in Render's output.
-func codeHTML(code []byte) string {
-	s := stdhtml.EscapeString(string(code))
-	if len(code) > 0 && code[len(code)-1] != '\n' {
-		s += "\n"
+// htmlEscapes is how html.EscapeString, and so Render in code blocks, escapes each byte it
+// changes (TestEscapes).
+var htmlEscapes = [256]string{'&': "&amp;", '\'': "&#39;", '<': "&lt;", '>': "&gt;", '"': "&#34;"}
+
+// cutEscaped returns s without its suffix html.EscapeString(b), if it has that suffix,
+// without allocating.
+func cutEscaped(s string, b []byte) (string, bool) {
+	for len(b) > 0 {
+		i := bytes.LastIndexAny(b, "&'<>\"")
+		plain := b[i+1:]
+		if len(plain) > len(s) || s[len(s)-len(plain):] != string(plain) {
+			return "", false
+		}
+		s = s[:len(s)-len(plain)]
+		if i < 0 {
+			break
+		}
+		e := htmlEscapes[b[i]]
+		if !strings.HasSuffix(s, e) {
+			return "", false
+		}
+		s, b = s[:len(s)-len(e)], b[:i]
 	}
-	return s
+	return s, true
+}
+
+func writeEscaped(sb *strings.Builder, b []byte) {
+	last := 0
+	for i, c := range b {
+		if e := htmlEscapes[c]; e != "" {
+			sb.Write(b[last:i])
+			sb.WriteString(e)
+			last = i + 1
+		}
+	}
+	sb.Write(b[last:])
 }
 
 // codeText reports whether b is text that the renderer copies into code unchanged but
@@ -246,4 +363,41 @@ func openFenceContent(src []byte) int {
 		return -1
 	}
 	return content
+}
+
+// The markup of views.FrameLiveBlocks and views.FrameLiveTail around their HTML, written
+// directly by appendLiveFrame instead of through templ (TestFrameMarkup keeps them equal).
+const (
+	liveBlocksOpen = `<div hx-swap-oob="beforeend:#msg-live-blocks">`
+	liveTailOpen   = `<div id="msg-live-tail" hx-swap-oob="morph">`
+	liveFrameClose = `</div>`
+)
+
+// appendLiveFrame returns one frame of prefix (e.g. a reasoning frame), then the blocks
+// frame if withBlocks, then the tail frame if withTail, or nil if that is empty. It
+// allocates the frame once, at its final size.
+func appendLiveFrame(prefix []byte, withBlocks bool, blocks string, withTail bool, tail string) []byte {
+	n := len(prefix)
+	if withBlocks {
+		n += len(liveBlocksOpen) + len(blocks) + len(liveFrameClose)
+	}
+	if withTail {
+		n += len(liveTailOpen) + len(tail) + len(liveFrameClose)
+	}
+	if n == 0 {
+		return nil
+	}
+	frame := make([]byte, 0, n)
+	frame = append(frame, prefix...)
+	if withBlocks {
+		frame = append(frame, liveBlocksOpen...)
+		frame = append(frame, blocks...)
+		frame = append(frame, liveFrameClose...)
+	}
+	if withTail {
+		frame = append(frame, liveTailOpen...)
+		frame = append(frame, tail...)
+		frame = append(frame, liveFrameClose...)
+	}
+	return frame
 }

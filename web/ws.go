@@ -24,8 +24,9 @@ const (
 
 // clientFrame is what htmx-ext-ws sends: the form's fields as JSON (plus HEADERS, ignored).
 type clientFrame struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type   string     `json:"type"`
+	Text   string     `json:"text"`
+	Attach attachList `json:"attach"` // MCP resources: "<server>\n<uri>", one or several
 }
 
 // checkOrigin refuses cross-site websocket handshakes (the login cookie would otherwise
@@ -77,6 +78,11 @@ func (s *Server) chatSocket(c echo.Context) error {
 		return renderFrame(views.FrameMessages(chat), views.FrameRunState(chat.RunState))
 	})
 	defer s.Hub.unsubscribe(ss.ID, cl)
+	if s.MCP != nil {
+		// The same client also follows the MCP indicator (a second hub room).
+		s.Hub.subscribe(mcpRoomChat, cl, func(Snapshot) []byte { return s.mcpChatSnapshot() })
+		defer s.Hub.unsubscribe(mcpRoomChat, cl)
+	}
 
 	go s.writeLoop(conn, cl)
 	s.readLoop(c, conn, cl, ss)
@@ -147,7 +153,7 @@ func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss s
 		}
 		switch f.Type {
 		case "send":
-			s.handleSend(c, ss.ID, f.Text, notify)
+			s.handleSend(c, ss.ID, f.Text, f.Attach, notify)
 		case "stop":
 			s.Agent.Stop(ss.ID)
 		default:
@@ -157,8 +163,8 @@ func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss s
 }
 
 // handleSend starts a turn. The session is re-read so a model change or a deletion since
-// the socket opened is seen.
-func (s *Server) handleSend(c echo.Context, sessionID, text string, notify func(string)) {
+// the socket opened is seen. Attached MCP resources are read and put before the text.
+func (s *Server) handleSend(c echo.Context, sessionID, text string, attach []string, notify func(string)) {
 	ctx := c.Request().Context()
 	u, _ := currentUser(c)
 	ss, err := s.Store.SessionForOwner(ctx, sessionID, u.ID)
@@ -166,7 +172,12 @@ func (s *Server) handleSend(c echo.Context, sessionID, text string, notify func(
 		notify(errs.Message(err))
 		return
 	}
-	if err := s.Agent.Send(ctx, ss, text); err != nil {
+	full, err := s.withAttachments(ctx, text, attach)
+	if err != nil {
+		notify(errs.Message(err))
+		return
+	}
+	if err := s.Agent.Send(ctx, ss, full); err != nil {
 		if errs.Code(err) == errs.Internal {
 			s.Log.Error("web: send", "session", ss.ID, "err", err)
 		}
@@ -175,6 +186,9 @@ func (s *Server) handleSend(c echo.Context, sessionID, text string, notify func(
 	}
 	if ss.Title == "" {
 		title := cleanTitle(firstLine(text, 60))
+		if strings.TrimSpace(text) == "" {
+			title = cleanTitle(firstLine(full, 60))
+		}
 		if err := s.Store.RenameSession(ctx, ss.ID, ss.OwnerID, title); err == nil {
 			ss.Title = title
 			s.Hub.broadcastTo(ss.ID, renderFrame(views.FrameSessionTitle(sessionItem(ss, ss.ID))))

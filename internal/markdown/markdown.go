@@ -2,7 +2,8 @@
 //
 // Render is the whole pipeline: goldmark (CommonMark + GFM tables, strikethrough,
 // autolinks and task lists) with raw HTML treated as plain text, then a bluemonday
-// policy, then a "Copy" button around every code block. SplitStable supports
+// policy (skipped when goldmark's output is provably inert and the policy would not
+// change it; see inert), then a "Copy" button around every code block. SplitStable supports
 // incremental rendering while a reply streams in.
 //
 // All functions are safe for concurrent use.
@@ -13,6 +14,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/microcosm-cc/bluemonday"
 	"github.com/yuin/goldmark"
@@ -46,23 +48,35 @@ func Render(src string) string {
 	if src == "" {
 		return ""
 	}
-	var buf bytes.Buffer
+	buf := bufPool.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 64<<10 {
+			buf.Reset()
+			bufPool.Put(buf)
+		}
+	}()
 	buf.Grow(len(src) + len(src)/2)
-	if err := md.Convert([]byte(src), &buf); err != nil {
+	if err := md.Convert([]byte(src), buf); err != nil {
 		// goldmark only fails when the writer fails, and bytes.Buffer does not;
 		// fall back to escaped text rather than losing the reply.
 		return "<p>" + escapeText(src) + "</p>\n"
 	}
-	out := policy.SanitizeBytes(buf.Bytes())
-	return wrapCode(string(out))
+	out, ok := inert(buf.Bytes())
+	if !ok {
+		out = string(policy.SanitizeBytes(buf.Bytes()))
+	}
+	return wrapCode(out)
 }
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+var codeWrapper = strings.NewReplacer(preOpen, wrappedOpen, preClose, wrappedClose)
 
 func wrapCode(s string) string {
 	if !strings.Contains(s, preOpen) {
 		return s
 	}
-	r := strings.NewReplacer(preOpen, wrappedOpen, preClose, wrappedClose)
-	return r.Replace(s)
+	return codeWrapper.Replace(s)
 }
 
 func escapeText(s string) string { return string(util.EscapeHTML([]byte(s))) }

@@ -7,9 +7,10 @@ import "strings"
 // Render(src[:k]) + Render(src[k:]) is the same HTML as Render(src) for ordinary
 // replies. A streamer renders src[:k] once and re-renders only src[k:] per update.
 //
-// k is the start of a complete, non-blank line that follows a blank line outside any
+// k is the start of a non-blank line that follows a blank line outside any
 // ``` or ~~~ fence, and that cannot continue the block before it: it is not indented
-// and does not start with a list marker (either could belong to the list above). It
+// and does not start with a list marker (either could belong to the list above); an
+// unfinished line counts once its first character is a letter, which settles both. It
 // is conservative: when unsure it returns a smaller offset, down to 0. Link reference
 // definitions are not tracked, so a render of the whole text at the end is still
 // needed. SplitStable is monotonic: if p is a prefix of s, SplitStable(p) <= SplitStable(s).
@@ -24,7 +25,13 @@ func SplitStable(src string) int {
 	for pos := 0; pos < len(src); {
 		nl := strings.IndexByte(src[pos:], '\n')
 		if nl < 0 {
-			break // an unfinished line decides nothing yet
+			// An unfinished line decides nothing yet, unless it starts with a letter:
+			// then it is not indented, not a list marker and not a fence, whatever
+			// follows, so it starts a new block just as the whole line would.
+			if afterBlank && fenceChar == 0 && asciiLetter(src[pos]) {
+				stable = pos
+			}
+			break
 		}
 		line := strings.TrimSuffix(src[pos:pos+nl], "\r")
 		start := pos
@@ -117,3 +124,5 @@ func listMarker(s string) bool {
 	}
 	return i == len(s) || s[i] == ' ' || s[i] == '\t'
 }
+
+func asciiLetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }

@@ -42,7 +42,8 @@ const (
 	CodeInvalidArguments = "invalid_arguments"
 	CodeExecutionFailed  = "execution_failed"
 	CodeTimeout          = "timeout"
-	CodeCanceled         = "canceled" // the caller's context ended (Stop, shutdown)
+	CodeCanceled         = "canceled"    // the caller's context ended (Stop, shutdown)
+	CodeUnavailable      = "unavailable" // the tool's backend (an MCP server) is down; set by the executor in Error.Code
 )
 
 // Tool is one callable tool.
@@ -71,9 +72,11 @@ type Call struct {
 }
 
 // Error is an executor failure meant for the model: its Detail becomes the
-// "detail" of an execution_failed result. Write it so the model can correct
-// itself, and never put paths or secrets in it.
+// "detail" of the result, and its Code the "error" (execution_failed when
+// empty). Write it so the model can correct itself, and never put paths or
+// secrets in it.
 type Error struct {
+	Code   string // "" means CodeExecutionFailed
 	Detail string
 }
 
@@ -295,21 +298,38 @@ func (r *Registry) execute(ctx context.Context, t Tool, call Call) Result {
 		if o.err == nil {
 			return Result{Content: o.out}
 		}
+		if tctx.Err() != nil {
+			// The executor gave up because its context ended: report why it ended,
+			// not the executor's echo of it (both channels can be ready at once).
+			return ended(ctx, t)
+		}
 		var te *Error
 		if errors.As(o.err, &te) {
-			return failure(CodeExecutionFailed, capText(oneLine(te.Detail), maxDetail))
+			code := te.Code
+			if code == "" {
+				code = CodeExecutionFailed
+			}
+			return failure(code, capText(oneLine(te.Detail), maxDetail))
 		}
 		if o.err != errPanic {
 			r.log.Error("tool failed", "tool", t.Name, "err", o.err)
 		}
 		return failure(CodeExecutionFailed, "the tool failed")
 	case <-tctx.Done():
-		if ctx.Err() != nil {
-			return failure(CodeCanceled, "the call was cancelled before the tool finished")
+		if ctx.Err() == nil {
+			r.log.Warn("tool timed out", "tool", t.Name, "timeout", t.Timeout)
 		}
-		r.log.Warn("tool timed out", "tool", t.Name, "timeout", t.Timeout)
-		return failure(CodeTimeout, fmt.Sprintf("tool %q did not finish within %s", t.Name, t.Timeout))
+		return ended(ctx, t)
 	}
+}
+
+// ended is the result of a call whose context ended: cancelled by the caller (Stop,
+// shutdown) or timed out.
+func ended(ctx context.Context, t Tool) Result {
+	if ctx.Err() != nil {
+		return failure(CodeCanceled, "the call was cancelled before the tool finished")
+	}
+	return failure(CodeTimeout, fmt.Sprintf("tool %q did not finish within %s", t.Name, t.Timeout))
 }
 
 // failure builds an error Result whose Content is {"error":code,"detail":detail}.

@@ -1,0 +1,173 @@
+// Package mcp connects Atrium to MCP servers (stdio, streamable HTTP and SSE)
+// with github.com/mark3labs/mcp-go. A Supervisor keeps one long-lived
+// connection per enabled server, health-checks it, reconnects or restarts it
+// with capped exponential backoff, and publishes the server's tools into the
+// tool registry as "<server>__<tool>" while, and only while, it is ready.
+//
+// Import and export of the common {"mcpServers": …} JSON format lives in
+// mcpjson.go.
+package mcp
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"atrium/internal/errs"
+	"atrium/internal/tools"
+)
+
+// Transport is how Atrium talks to a server.
+type Transport string
+
+const (
+	TransportStdio Transport = "stdio" // a local child process
+	TransportHTTP  Transport = "http"  // streamable HTTP
+	TransportSSE   Transport = "sse"   // the older HTTP+SSE transport
+)
+
+// ServerConfig is one configured MCP server.
+type ServerConfig struct {
+	ID          int64
+	Name        string // ^[a-z0-9][a-z0-9_-]{0,31}$ — tools are registered as "<name>__<tool>"
+	Transport   Transport
+	Command     string // stdio
+	Args        []string
+	Env         map[string]string // stdio: the child gets only these plus PATH and HOME
+	Dir         string
+	URL         string // http, sse
+	Headers     map[string]string
+	BearerToken string
+	Enabled     bool
+	AllowTools  []string      // if non-empty only these tools are exposed
+	DenyTools   []string      // these are never exposed
+	CallTimeout time.Duration // 0 → 20s (10–30s, the tool registry's bounds)
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// Validate checks c and returns an errs.Invalid whose message can be shown to
+// the user as is.
+func (c ServerConfig) Validate() error {
+	if !nameRE.MatchString(c.Name) {
+		return errs.E(errs.Invalid, "The server name %q must be 1–32 characters of a–z, 0–9, _ and -, starting with a letter or digit.", c.Name)
+	}
+	if strings.Contains(c.Name, "__") {
+		return errs.E(errs.Invalid, "The server name %q must not contain \"__\": it separates the server from the tool in tool names.", c.Name)
+	}
+	switch c.Transport {
+	case TransportStdio:
+		if strings.TrimSpace(c.Command) == "" {
+			return errs.E(errs.Invalid, "Server %q: a stdio server needs a command.", c.Name)
+		}
+		if c.URL != "" {
+			return errs.E(errs.Invalid, "Server %q: a stdio server has no URL.", c.Name)
+		}
+		for k := range c.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				return errs.E(errs.Invalid, "Server %q: %q is not a valid environment variable name.", c.Name, k)
+			}
+		}
+	case TransportHTTP, TransportSSE:
+		u, err := url.Parse(c.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errs.E(errs.Invalid, "Server %q: the URL must be an http:// or https:// address.", c.Name)
+		}
+		if c.Command != "" {
+			return errs.E(errs.Invalid, "Server %q: an HTTP server has no command.", c.Name)
+		}
+		for k, v := range c.Headers {
+			if !validHeaderName(k) || strings.ContainsAny(v, "\r\n\x00") {
+				return errs.E(errs.Invalid, "Server %q: the header %q is not valid.", c.Name, k)
+			}
+		}
+		if strings.ContainsAny(c.BearerToken, "\r\n\x00 ") {
+			return errs.E(errs.Invalid, "Server %q: the bearer token must not contain spaces or line breaks.", c.Name)
+		}
+	default:
+		return errs.E(errs.Invalid, "Server %q: the transport must be stdio, http or sse.", c.Name)
+	}
+	if c.CallTimeout != 0 && (c.CallTimeout < tools.MinTimeout || c.CallTimeout > tools.MaxTimeout) {
+		return errs.E(errs.Invalid, "Server %q: the call timeout must be between %s and %s.", c.Name, tools.MinTimeout, tools.MaxTimeout)
+	}
+	if len(c.AllowTools) > 0 && len(c.DenyTools) > 0 {
+		return errs.E(errs.Invalid, "Server %q: use either an allow-list or a deny-list of tools, not both.", c.Name)
+	}
+	return nil
+}
+
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>@,;:\"/[]?={}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Secrets returns the values to redact in traces and logs: env values, header
+// values and the bearer token, longest first (so that a secret containing
+// another is redacted whole).
+func (c ServerConfig) Secrets() []string {
+	var out []string
+	add := func(v string) {
+		if strings.TrimSpace(v) != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	for _, v := range c.Env {
+		add(v)
+	}
+	for _, v := range c.Headers {
+		add(v)
+	}
+	add(c.BearerToken)
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i]) != len(out[j]) {
+			return len(out[i]) > len(out[j])
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+// callTimeout is the registry timeout for the server's tools.
+func (c ServerConfig) callTimeout() time.Duration {
+	switch {
+	case c.CallTimeout == 0:
+		return tools.DefaultTimeout
+	case c.CallTimeout < tools.MinTimeout:
+		return tools.MinTimeout
+	case c.CallTimeout > tools.MaxTimeout:
+		return tools.MaxTimeout
+	}
+	return c.CallTimeout
+}
+
+// exposes reports whether the allow and deny lists let the MCP tool through.
+func (c ServerConfig) exposes(tool string) bool {
+	if slices.Contains(c.DenyTools, tool) {
+		return false
+	}
+	return len(c.AllowTools) == 0 || slices.Contains(c.AllowTools, tool)
+}
+
+// redact replaces each of secrets in s with RedactedValue.
+func redact(s string, secrets []string) string {
+	for _, v := range secrets {
+		s = strings.ReplaceAll(s, v, RedactedValue)
+	}
+	return s
+}
+
+func (c ServerConfig) String() string {
+	return fmt.Sprintf("%s (%s)", c.Name, c.Transport)
+}

@@ -1,0 +1,298 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"atrium/internal/tools"
+)
+
+// server is one enabled server: a goroutine (run) that connects, serves and
+// reconnects until the server is stopped.
+type server struct {
+	sup     *Supervisor
+	cfg     ServerConfig
+	log     *slog.Logger
+	ctx     context.Context // ends when the server is stopped
+	cancel  context.CancelFunc
+	stderr  *stderrRing // stdio only
+	secrets []string    // cfg.Secrets(), kept out of errors and stderr shown
+
+	mu         sync.Mutex
+	stopped    bool
+	state      State
+	since      time.Time // when state was entered
+	downSince  time.Time // when the server stopped being usable (start-up counts)
+	lastErr    string
+	conn       *conn // non-nil exactly while ready
+	tools      []ToolInfo
+	registered map[string]registered // what this server holds in the registry, by name
+	resources  int
+	prompts    []Prompt
+}
+
+func newServer(sup *Supervisor, cfg ServerConfig) *server {
+	ctx, cancel := context.WithCancel(sup.ctx)
+	now := sup.Now()
+	s := &server{
+		sup:       sup,
+		cfg:       cfg,
+		log:       sup.log.With("mcp_server", cfg.Name),
+		ctx:       ctx,
+		cancel:    cancel,
+		state:     StateConnecting,
+		since:     now,
+		downSince: now,
+		secrets:   cfg.Secrets(),
+	}
+	if cfg.Transport == TransportStdio {
+		s.stderr = &stderrRing{}
+	}
+	return s
+}
+
+// run connects, serves until the connection is lost, and reconnects with
+// backoff, until the server is stopped. It closes every connection it opens.
+func (s *server) run() {
+	s.publish()
+	attempt := 0  // backoff exponent
+	failures := 0 // consecutive failed connection attempts
+	everReady := false
+	for s.ctx.Err() == nil {
+		c, cat, err := s.connect()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			failures++
+			state := StateConnecting
+			if everReady {
+				state = StateDegraded
+			}
+			if failures >= s.sup.FailAfter {
+				state = StateFailed
+			}
+			s.setDown(state, err)
+		} else {
+			failures = 0
+			if !s.setReady(c, cat) {
+				c.close()
+				return
+			}
+			everReady = true
+			readyAt := s.sup.Now()
+			err := s.serve(c)
+			if s.ctx.Err() != nil {
+				c.close()
+				return
+			}
+			// Hide the tools first, then take the old connection down (a stuck
+			// child can take 2s to die).
+			s.setDown(StateDegraded, err)
+			c.close()
+			if s.sup.Now().Sub(readyAt) >= s.sup.BackoffReset {
+				attempt = 0
+			}
+		}
+		delay := s.sup.backoff(attempt)
+		attempt++
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// serve watches a ready connection until it is lost (returning why) or the
+// server is stopped (returning nil).
+func (s *server) serve(c *conn) error {
+	interval := s.sup.PingInterval
+	if interval <= 0 {
+		interval = 10 * time.Second
+	}
+	ping := time.NewTicker(interval)
+	defer ping.Stop()
+	exited := c.stderrDone // stdio: the child's stderr closed, most likely because it exited
+	for {
+		select {
+		case <-s.ctx.Done():
+			return nil
+		case err := <-c.lost:
+			return err
+		case <-exited:
+			exited = nil
+			if err := s.probe(c); err != nil {
+				return errors.New("the server process exited")
+			}
+		case <-ping.C:
+			if err := s.probe(c); err != nil {
+				return fmt.Errorf("health check failed: %w", err)
+			}
+		case <-c.relist:
+			ctx, cancel := context.WithTimeout(s.ctx, s.sup.ConnectTimeout)
+			cat, err := s.list(ctx, c)
+			cancel()
+			if err != nil {
+				if s.ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("listing tools after a change: %w", err)
+			}
+			if !s.setReady(c, cat) {
+				return nil
+			}
+		}
+	}
+}
+
+// probe checks that the server still answers. Any JSON-RPC answer, even an
+// error, proves it alive; a transport error or silence does not.
+func (s *server) probe(c *conn) error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.sup.PingTimeout)
+	defer cancel()
+	var err error
+	if mcp.IsModernProtocol(c.client.ProtocolVersion()) {
+		// Ping sends nothing on the stateless protocol; ask for something real.
+		_, err = c.client.ListToolsByPage(ctx, mcp.ListToolsRequest{})
+	} else {
+		err = c.client.Ping(ctx)
+	}
+	if err == nil || !isTransportError(err) && ctx.Err() == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("no answer within %s", s.sup.PingTimeout)
+	}
+	return err
+}
+
+// isTransportError reports whether err means the connection is broken rather
+// than that the server answered with an error.
+func isTransportError(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) || errors.Is(err, transport.ErrTransportClosed)
+}
+
+// setReady makes c the server's connection and publishes cat's tools. It
+// returns false if the server was stopped meanwhile.
+func (s *server) setReady(c *conn, cat catalog) bool {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return false
+	}
+	s.conn = c
+	s.syncToolsLocked(cat.tools)
+	s.resources = cat.resources
+	s.prompts = cat.prompts
+	if s.state != StateReady {
+		s.log.Info("mcp: server ready", "tools", len(s.tools), "resources", s.resources, "prompts", len(s.prompts))
+		s.state, s.since = StateReady, s.sup.Now()
+	}
+	s.lastErr = ""
+	s.mu.Unlock()
+	s.publish()
+	return true
+}
+
+// setDown hides the server's tools and records why it is not usable.
+func (s *server) setDown(state State, err error) {
+	msg := "unknown error"
+	if err != nil {
+		msg = s.redact(err.Error())
+	}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	now := s.sup.Now()
+	if s.conn != nil {
+		s.downSince = now
+	}
+	s.conn = nil
+	s.unregisterLocked()
+	s.resources, s.prompts = 0, nil
+	if s.state != state {
+		s.state, s.since = state, now
+	}
+	changed := s.lastErr != msg
+	s.lastErr = msg
+	s.mu.Unlock()
+	if changed || state != StateConnecting {
+		s.log.Warn("mcp: server not usable", "state", state, "err", msg)
+	}
+	s.publish()
+}
+
+// stop hides the server's tools at once and ends its goroutine, which closes
+// the connection in the background.
+func (s *server) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.conn = nil
+	s.unregisterLocked()
+	s.mu.Unlock()
+	s.cancel()
+}
+
+func (s *server) unregisterLocked() {
+	for name := range s.registered {
+		s.sup.reg.Unregister(name)
+	}
+	s.registered, s.tools = nil, nil
+}
+
+// readyConn returns the connection while the server is ready, else nil and
+// the time it went down.
+func (s *server) readyConn() (*conn, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn, s.downSince
+}
+
+// unavailable is the error a tool call gets while the server is down.
+func (s *server) unavailable(since time.Time) error {
+	return &tools.Error{
+		Code:   tools.CodeUnavailable,
+		Detail: fmt.Sprintf("%s unavailable since %s", s.cfg.Name, since.UTC().Format(time.RFC3339)),
+	}
+}
+
+func (s *server) status() Status {
+	s.mu.Lock()
+	st := Status{
+		Name:      s.cfg.Name,
+		State:     s.state,
+		Since:     s.since,
+		Error:     s.lastErr,
+		Tools:     slices.Clone(s.tools),
+		Resources: s.resources,
+		Prompts:   len(s.prompts),
+	}
+	s.mu.Unlock()
+	if s.stderr != nil {
+		st.Stderr = s.stderr.snapshot()
+		for i, l := range st.Stderr {
+			st.Stderr[i] = s.redact(l)
+		}
+	}
+	return st
+}
+
+func (s *server) redact(str string) string { return redact(str, s.secrets) }
+
+func (s *server) publish() {
+	s.sup.publish(s.status())
+}

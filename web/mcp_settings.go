@@ -1,0 +1,663 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"atrium/internal/crypto"
+	"atrium/internal/errs"
+	"atrium/internal/mcp"
+	"atrium/internal/store"
+	"atrium/views"
+)
+
+// This file is Settings → MCP servers: the rows in the store, their sealed secrets,
+// the forms, import/export, and handing the configuration to the supervisor.
+
+// mcpRoomSettings and mcpRoomChat are hub rooms (not sessions: session ids are UUIDs)
+// for live MCP state: settings pages get server cards and the indicator, chat pages
+// the indicator only.
+const (
+	mcpRoomSettings = "mcp:settings"
+	mcpRoomChat     = "mcp:chat"
+)
+
+// mcpState is what the web layer remembers of the MCP servers between supervisor
+// callbacks, so that a callback never has to call back into the supervisor.
+type mcpState struct {
+	applyMu sync.Mutex // serialises ApplyMCP: the last store state wins
+
+	mu       sync.Mutex
+	meta     map[string]string     // configured servers: name → transport
+	statuses map[string]mcp.Status // latest status by name, configured servers only
+}
+
+// mcpConfigJSON is the non-secret part of a server, stored in MCPServer.Config.
+type mcpConfigJSON struct {
+	Command       string   `json:"command,omitempty"`
+	Args          []string `json:"args,omitempty"`
+	Dir           string   `json:"dir,omitempty"`
+	URL           string   `json:"url,omitempty"`
+	AllowTools    []string `json:"allow_tools,omitempty"`
+	DenyTools     []string `json:"deny_tools,omitempty"`
+	CallTimeoutMS int64    `json:"call_timeout_ms,omitempty"`
+}
+
+// mcpSecretsJSON is sealed into MCPServer.SecretsSealed.
+type mcpSecretsJSON struct {
+	Env         map[string]string `json:"env,omitempty"`
+	Headers     map[string]string `json:"headers,omitempty"`
+	BearerToken string            `json:"bearer_token,omitempty"`
+}
+
+func mcpSecretsAD(id int64) []byte {
+	return crypto.AD("mcp_server", strconv.FormatInt(id, 10), "secrets")
+}
+
+// serverRow maps a config to its row, without the secrets (sealSecrets adds them once
+// the row has an id, which the sealing is bound to).
+func serverRow(cfg mcp.ServerConfig) store.MCPServer {
+	c := mcpConfigJSON{Command: cfg.Command, Args: cfg.Args, Dir: cfg.Dir, URL: cfg.URL,
+		AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeoutMS: cfg.CallTimeout.Milliseconds()}
+	b, _ := json.Marshal(c) // cannot fail: strings and numbers
+	return store.MCPServer{ID: cfg.ID, Name: cfg.Name, Transport: string(cfg.Transport), Config: b, Enabled: cfg.Enabled}
+}
+
+// sealSecrets seals cfg's env, headers and token into row (nil when there are none).
+func (s *Server) sealSecrets(ctx context.Context, row *store.MCPServer, cfg mcp.ServerConfig) error {
+	sec := mcpSecretsJSON{Env: cfg.Env, Headers: cfg.Headers, BearerToken: cfg.BearerToken}
+	if len(sec.Env) == 0 && len(sec.Headers) == 0 && sec.BearerToken == "" {
+		row.SecretsSealed = nil
+		return nil
+	}
+	plain, err := json.Marshal(sec)
+	if err != nil {
+		return fmt.Errorf("web: mcp secrets: %w", err)
+	}
+	sealed, err := s.Keys.Seal(ctx, 0, plain, mcpSecretsAD(row.ID))
+	if err != nil {
+		return err
+	}
+	row.SecretsSealed = sealed
+	return nil
+}
+
+// serverConfig maps a row back to a config, opening its secrets. A config error is
+// returned with the config built so far; an unreadable seal returns the config
+// without secrets and an error.
+func (s *Server) serverConfig(ctx context.Context, row store.MCPServer) (mcp.ServerConfig, error) {
+	cfg := mcp.ServerConfig{ID: row.ID, Name: row.Name, Transport: mcp.Transport(row.Transport), Enabled: row.Enabled}
+	var c mcpConfigJSON
+	if len(row.Config) > 0 {
+		if err := json.Unmarshal(row.Config, &c); err != nil {
+			return cfg, fmt.Errorf("web: mcp server %q config: %w", row.Name, err)
+		}
+	}
+	cfg.Command, cfg.Args, cfg.Dir, cfg.URL = c.Command, c.Args, c.Dir, c.URL
+	cfg.AllowTools, cfg.DenyTools = c.AllowTools, c.DenyTools
+	cfg.CallTimeout = time.Duration(c.CallTimeoutMS) * time.Millisecond
+	if len(row.SecretsSealed) == 0 {
+		return cfg, nil
+	}
+	plain, err := s.Keys.Open(ctx, 0, row.SecretsSealed, mcpSecretsAD(row.ID))
+	if err != nil {
+		return cfg, fmt.Errorf("web: mcp server %q secrets: %w", row.Name, err)
+	}
+	var sec mcpSecretsJSON
+	if err := json.Unmarshal(plain, &sec); err != nil {
+		return cfg, fmt.Errorf("web: mcp server %q secrets: %w", row.Name, err)
+	}
+	cfg.Env, cfg.Headers, cfg.BearerToken = sec.Env, sec.Headers, sec.BearerToken
+	return cfg, nil
+}
+
+// ApplyMCP loads every configured server and hands them to the supervisor, which
+// reconciles without waiting for connections. It also registers their secrets with
+// the trace redactor. main calls it at start; every settings change calls it.
+func (s *Server) ApplyMCP(ctx context.Context) error {
+	if s.MCP == nil {
+		return nil
+	}
+	s.mcp.applyMu.Lock()
+	defer s.mcp.applyMu.Unlock()
+	rows, err := s.Store.ListMCPServers(ctx)
+	if err != nil {
+		return err
+	}
+	cfgs := make([]mcp.ServerConfig, 0, len(rows))
+	meta := make(map[string]string, len(rows))
+	for _, row := range rows {
+		cfg, err := s.serverConfig(ctx, row)
+		if err != nil {
+			// Without its secrets the server would start half-configured: leave it
+			// out; the settings page says to enter them again.
+			s.Log.Error("web: mcp server not started", "server", row.Name, "err", err)
+			continue
+		}
+		if s.Recorder != nil {
+			for _, v := range cfg.Secrets() {
+				s.Recorder.Redactor().AddSecret(v)
+			}
+		}
+		cfgs = append(cfgs, cfg)
+		meta[cfg.Name] = string(cfg.Transport)
+	}
+	s.mcp.mu.Lock()
+	s.mcp.meta = meta
+	for name := range s.mcp.statuses {
+		if _, ok := meta[name]; !ok {
+			delete(s.mcp.statuses, name)
+		}
+	}
+	s.mcp.mu.Unlock()
+
+	// The supervisor keeps its connections beyond this request.
+	s.MCP.Apply(context.WithoutCancel(ctx), cfgs)
+
+	s.mcp.mu.Lock()
+	if s.mcp.statuses == nil {
+		s.mcp.statuses = map[string]mcp.Status{}
+	}
+	for _, st := range s.MCP.Statuses() {
+		if _, ok := meta[st.Name]; ok {
+			s.mcp.statuses[st.Name] = st // Statuses is at least as new as any callback before it
+		}
+	}
+	ind := s.mcpIndicatorLocked()
+	s.mcp.mu.Unlock()
+	frame := renderFrame(views.FrameMCPIndicator(ind))
+	s.Hub.broadcastTo(mcpRoomSettings, frame)
+	s.Hub.broadcastTo(mcpRoomChat, frame)
+	return nil
+}
+
+// MCPChanged is the supervisor's onChange callback: it pushes the server's new state
+// to every settings page (its card) and every chat page (the indicator). It never
+// calls into the supervisor.
+func (s *Server) MCPChanged(st mcp.Status) {
+	s.mcp.mu.Lock()
+	transport, known := s.mcp.meta[st.Name]
+	if known {
+		if s.mcp.statuses == nil {
+			s.mcp.statuses = map[string]mcp.Status{}
+		}
+		s.mcp.statuses[st.Name] = st
+	}
+	ind := s.mcpIndicatorLocked()
+	s.mcp.mu.Unlock()
+	indicator := renderFrame(views.FrameMCPIndicator(ind))
+	if known {
+		s.Hub.broadcastTo(mcpRoomSettings, append(renderFrame(views.FrameMCPServer(statusView(st, transport))), indicator...))
+	}
+	s.Hub.broadcastTo(mcpRoomChat, indicator)
+}
+
+// mcpIndicatorLocked sums up the remembered states. Call with s.mcp.mu held.
+func (s *Server) mcpIndicatorLocked() views.MCPIndicator {
+	var m views.MCPIndicator
+	for _, st := range s.mcp.statuses {
+		countState(&m, string(st.State))
+	}
+	return m
+}
+
+func countState(m *views.MCPIndicator, state string) {
+	switch state {
+	case "disabled":
+		return
+	case "ready":
+		m.Ready++
+	case "degraded":
+		m.Degraded++
+	case "failed":
+		m.Failed++
+	default:
+		m.Connecting++
+	}
+	m.Total++
+}
+
+// mcpIndicator is the indicator for a page being rendered (nil without MCP).
+func (s *Server) mcpIndicator() *views.MCPIndicator {
+	if s.MCP == nil {
+		return nil
+	}
+	var m views.MCPIndicator
+	for _, st := range s.MCP.Statuses() {
+		countState(&m, string(st.State))
+	}
+	return &m
+}
+
+// statusView maps a supervisor status to the live card.
+func statusView(st mcp.Status, transport string) views.MCPStatus {
+	v := views.MCPStatus{Name: st.Name, Transport: transport, State: string(st.State), Since: st.Since,
+		Error: st.Error, Resources: st.Resources, Prompts: st.Prompts, Stderr: st.Stderr}
+	for _, t := range st.Tools {
+		v.Tools = append(v.Tools, views.MCPTool{Name: t.Name, Description: t.Description})
+	}
+	return v
+}
+
+// mcpView loads the settings page model.
+func (s *Server) mcpView(ctx context.Context, form views.MCPForm, notice string) (views.MCPSettings, error) {
+	rows, err := s.Store.ListMCPServers(ctx)
+	if err != nil {
+		return views.MCPSettings{}, err
+	}
+	statuses := map[string]mcp.Status{}
+	if s.MCP != nil {
+		for _, st := range s.MCP.Statuses() {
+			statuses[st.Name] = st
+		}
+	}
+	out := views.MCPSettings{Form: form, Notice: notice}
+	for _, row := range rows {
+		cfg, cerr := s.serverConfig(ctx, row)
+		st, ok := statuses[row.Name]
+		if !ok {
+			st = mcp.Status{Name: row.Name, State: "connecting"}
+			if !row.Enabled {
+				st.State = "disabled"
+			}
+		}
+		it := views.MCPServerItem{ID: row.ID, Status: statusView(st, row.Transport), Enabled: row.Enabled,
+			Command: cfg.Command, Args: cfg.Args, Dir: cfg.Dir, URL: cfg.URL,
+			AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeout: int(cfg.CallTimeout / time.Second),
+			TokenHint: crypto.Hint(cfg.BearerToken)}
+		if cerr != nil {
+			it.SecretsError = "The stored secrets of this server cannot be read (was the master key changed?). Enter them again and save."
+			if s.MCP != nil && row.Enabled {
+				it.Status.State, it.Status.Error = "failed", "not started: its secrets cannot be read"
+			}
+		}
+		for _, k := range sortedKeys(cfg.Env) {
+			it.EnvHints = append(it.EnvHints, k+"="+secretHint(cfg.Env[k]))
+		}
+		for _, k := range sortedKeys(cfg.Headers) {
+			it.HeaderHints = append(it.HeaderHints, k+": "+secretHint(cfg.Headers[k]))
+		}
+		countState(&out.Indicator, it.Status.State)
+		out.Servers = append(out.Servers, it)
+	}
+	return out, nil
+}
+
+// secretHint is crypto.Hint, never empty for a set value.
+func secretHint(v string) string {
+	if h := crypto.Hint(v); h != "" {
+		return h
+	}
+	return "(empty)"
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (s *Server) showMCP(c echo.Context) error {
+	v, err := s.mcpView(c.Request().Context(), views.MCPForm{}, c.QueryParam("notice"))
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.MCPSettingsPage(s.page(c, "MCP servers"), v))
+}
+
+// mcpFail re-renders the page with a user-facing error in the form that failed.
+func (s *Server) mcpFail(c echo.Context, err error, f views.MCPForm) error {
+	if errs.Code(err) == errs.Internal {
+		return err
+	}
+	f.Error = errs.Message(err)
+	v, verr := s.mcpView(c.Request().Context(), f, "")
+	if verr != nil {
+		return verr
+	}
+	return render(c, statusOf(errs.Code(err)), views.MCPSettingsPage(s.page(c, "MCP servers"), v))
+}
+
+// mcpDone applies the new configuration and goes back to the page.
+func (s *Server) mcpDone(c echo.Context, notice string) error {
+	if err := s.ApplyMCP(c.Request().Context()); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/settings/mcp?notice="+url.QueryEscape(notice))
+}
+
+// lines splits a textarea into trimmed, non-empty lines.
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// toolList splits a list of tool names (lines, commas or spaces).
+func toolList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' || r == ',' || r == ' ' || r == '\t' })
+}
+
+// parsePairs reads "KEY<sep>VALUE" lines. keep holds the stored values: a value of
+// REDACTED keeps the stored one (an error if there is none).
+func parsePairs(text, sep, what string, keep map[string]string) (map[string]string, error) {
+	ls := lines(text)
+	if len(ls) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(ls))
+	for i, l := range ls {
+		k, v, ok := strings.Cut(l, sep)
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			return nil, errs.E(errs.Invalid, "%s, line %d: write it as NAME%sVALUE.", what, i+1, sep)
+		}
+		if v == mcp.RedactedValue {
+			old, found := keep[k]
+			if !found {
+				return nil, errs.E(errs.Invalid, "%s, line %d: %s has no stored value to keep; enter the value.", what, i+1, k)
+			}
+			v = old
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// mcpInput reads the add/edit form. old is the stored config when editing (nil when
+// adding): empty secret fields keep its values.
+func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerConfig, error) {
+	f := views.MCPForm{
+		Name:       strings.TrimSpace(c.FormValue("name")),
+		Transport:  c.FormValue("transport"),
+		Command:    strings.TrimSpace(c.FormValue("command")),
+		Args:       c.FormValue("args"),
+		Env:        c.FormValue("env"),
+		Dir:        strings.TrimSpace(c.FormValue("dir")),
+		URL:        strings.TrimSpace(c.FormValue("url")),
+		Headers:    c.FormValue("headers"),
+		AllowTools: c.FormValue("allow_tools"),
+		DenyTools:  c.FormValue("deny_tools"),
+		Timeout:    strings.TrimSpace(c.FormValue("timeout")),
+	}
+	cfg := mcp.ServerConfig{Name: f.Name, Transport: mcp.Transport(f.Transport), Enabled: true,
+		AllowTools: toolList(f.AllowTools), DenyTools: toolList(f.DenyTools)}
+	var keepEnv, keepHeaders map[string]string
+	if old != nil {
+		cfg.ID, cfg.Enabled = old.ID, old.Enabled
+		keepEnv, keepHeaders = old.Env, old.Headers
+	}
+	// Only the fields of the chosen transport count; the form shows both sets.
+	if cfg.Transport == mcp.TransportStdio {
+		cfg.Command, cfg.Dir = f.Command, f.Dir
+		for _, a := range strings.Split(strings.ReplaceAll(f.Args, "\r\n", "\n"), "\n") {
+			if strings.TrimSpace(a) != "" {
+				cfg.Args = append(cfg.Args, strings.TrimRight(a, "\r"))
+			}
+		}
+		env, err := parsePairs(f.Env, "=", "Environment", keepEnv)
+		if err != nil {
+			return f, cfg, err
+		}
+		cfg.Env = env
+		if env == nil && old != nil {
+			cfg.Env = old.Env
+		}
+	} else {
+		cfg.URL = f.URL
+		headers, err := parsePairs(f.Headers, ":", "Headers", keepHeaders)
+		if err != nil {
+			return f, cfg, err
+		}
+		cfg.Headers = headers
+		if headers == nil && old != nil {
+			cfg.Headers = old.Headers
+		}
+		cfg.BearerToken = strings.TrimSpace(c.FormValue("bearer_token"))
+		if cfg.BearerToken == "" && old != nil {
+			cfg.BearerToken = old.BearerToken
+		}
+	}
+	if f.Timeout != "" {
+		n, err := strconv.Atoi(f.Timeout)
+		if err != nil || n <= 0 {
+			return f, cfg, errs.E(errs.Invalid, "The call timeout is a number of seconds.")
+		}
+		cfg.CallTimeout = time.Duration(n) * time.Second
+	}
+	return f, cfg, cfg.Validate()
+}
+
+// saveServer creates (cfg.ID == 0) or updates the row of cfg, secrets sealed.
+func (s *Server) saveServer(ctx context.Context, cfg *mcp.ServerConfig) error {
+	row := serverRow(*cfg)
+	if cfg.ID == 0 {
+		if err := s.Store.CreateMCPServer(ctx, &row); err != nil {
+			return err
+		}
+		cfg.ID = row.ID
+		if err := s.sealSecrets(ctx, &row, *cfg); err != nil {
+			_ = s.Store.DeleteMCPServer(ctx, row.ID)
+			return err
+		}
+		if row.SecretsSealed == nil {
+			return nil
+		}
+		return s.Store.UpdateMCPServer(ctx, row)
+	}
+	if err := s.sealSecrets(ctx, &row, *cfg); err != nil {
+		return err
+	}
+	return s.Store.UpdateMCPServer(ctx, row)
+}
+
+func (s *Server) createMCPServer(c echo.Context) error {
+	f, cfg, err := mcpInput(c, nil)
+	if err == nil {
+		err = s.saveServer(c.Request().Context(), &cfg)
+	}
+	if err != nil {
+		return s.mcpFail(c, err, f)
+	}
+	return s.mcpDone(c, "MCP server "+cfg.Name+" added.")
+}
+
+// mcpParam loads :sid with its config.
+func (s *Server) mcpParam(c echo.Context) (store.MCPServer, error) {
+	id, err := strconv.ParseInt(c.Param("sid"), 10, 64)
+	if err != nil {
+		return store.MCPServer{}, echo.ErrNotFound
+	}
+	row, err := s.Store.MCPServerByID(c.Request().Context(), id)
+	if errs.Is(err, errs.NotFound) {
+		return row, echo.ErrNotFound
+	}
+	return row, err
+}
+
+func (s *Server) updateMCPServer(c echo.Context) error {
+	ctx := c.Request().Context()
+	row, err := s.mcpParam(c)
+	if err != nil {
+		return err
+	}
+	old, oerr := s.serverConfig(ctx, row)
+	if oerr != nil {
+		// Unreadable secrets: the form must bring them all again.
+		old.Env, old.Headers, old.BearerToken = nil, nil, ""
+	}
+	f, cfg, err := mcpInput(c, &old)
+	f.ID = row.ID
+	if err == nil {
+		err = s.saveServer(ctx, &cfg)
+	}
+	if err != nil {
+		return s.mcpFail(c, err, f)
+	}
+	return s.mcpDone(c, "MCP server "+cfg.Name+" saved.")
+}
+
+func (s *Server) setMCPEnabled(c echo.Context, enabled bool) error {
+	row, err := s.mcpParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.Store.SetMCPServerEnabled(c.Request().Context(), row.ID, enabled); err != nil {
+		return err
+	}
+	verb := "disabled"
+	if enabled {
+		verb = "enabled"
+	}
+	return s.mcpDone(c, "MCP server "+row.Name+" "+verb+".")
+}
+
+func (s *Server) enableMCPServer(c echo.Context) error  { return s.setMCPEnabled(c, true) }
+func (s *Server) disableMCPServer(c echo.Context) error { return s.setMCPEnabled(c, false) }
+
+func (s *Server) deleteMCPServer(c echo.Context) error {
+	row, err := s.mcpParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.Store.DeleteMCPServer(c.Request().Context(), row.ID); err != nil {
+		return err
+	}
+	return s.mcpDone(c, "MCP server "+row.Name+" removed.")
+}
+
+// importMCP creates or updates servers by name from a pasted mcpServers JSON. Every
+// server is checked before anything is written; a REDACTED value keeps the stored
+// secret of the server with the same name.
+func (s *Server) importMCP(c echo.Context) error {
+	ctx := c.Request().Context()
+	paste := c.FormValue("json")
+	fail := func(err error) error {
+		if errs.Code(err) == errs.Internal {
+			return err
+		}
+		v, verr := s.mcpView(ctx, views.MCPForm{}, "")
+		if verr != nil {
+			return verr
+		}
+		v.Import, v.ImportError = paste, errs.Message(err)
+		return render(c, statusOf(errs.Code(err)), views.MCPSettingsPage(s.page(c, "MCP servers"), v))
+	}
+	if strings.TrimSpace(paste) == "" {
+		return fail(errs.E(errs.Invalid, "Paste an mcpServers JSON object first."))
+	}
+	cfgs, err := mcp.ParseServersJSON([]byte(paste))
+	if err != nil {
+		if errs.Code(err) == errs.Internal {
+			err = errs.Wrap(errs.Invalid, err, "%s", err.Error())
+		}
+		return fail(err)
+	}
+	if len(cfgs) == 0 {
+		return fail(errs.E(errs.Invalid, "The JSON has no servers under \"mcpServers\"."))
+	}
+	rows, err := s.Store.ListMCPServers(ctx)
+	if err != nil {
+		return err
+	}
+	byName := map[string]store.MCPServer{}
+	for _, r := range rows {
+		byName[strings.ToLower(r.Name)] = r
+	}
+	for i := range cfgs {
+		cfg := &cfgs[i]
+		cfg.ID = 0 // Enabled comes from the paste ("disabled": true)
+		if r, ok := byName[strings.ToLower(cfg.Name)]; ok {
+			old, oerr := s.serverConfig(ctx, r)
+			if oerr != nil {
+				old = mcp.ServerConfig{}
+			}
+			cfg.ID = r.ID
+			if err := keepRedacted(cfg, old); err != nil {
+				return fail(err)
+			}
+		} else if err := keepRedacted(cfg, mcp.ServerConfig{}); err != nil {
+			return fail(err)
+		}
+		if err := cfg.Validate(); err != nil {
+			return fail(err)
+		}
+	}
+	names := make([]string, 0, len(cfgs))
+	for i := range cfgs {
+		if err := s.saveServer(ctx, &cfgs[i]); err != nil {
+			return fail(err)
+		}
+		names = append(names, cfgs[i].Name)
+	}
+	return s.mcpDone(c, "Imported "+strings.Join(names, ", ")+".")
+}
+
+// keepRedacted replaces REDACTED secret values in cfg by old's (same key). A
+// REDACTED value with nothing stored is an error: it would become the literal word.
+func keepRedacted(cfg *mcp.ServerConfig, old mcp.ServerConfig) error {
+	fix := func(m, stored map[string]string, what string) error {
+		for k, v := range m {
+			if v != mcp.RedactedValue {
+				continue
+			}
+			sv, ok := stored[k]
+			if !ok {
+				return errs.E(errs.Invalid, "Server %q: %s %s is REDACTED and no stored value exists; enter the value.", cfg.Name, what, k)
+			}
+			m[k] = sv
+		}
+		return nil
+	}
+	if err := fix(cfg.Env, old.Env, "the environment variable"); err != nil {
+		return err
+	}
+	if err := fix(cfg.Headers, old.Headers, "the header"); err != nil {
+		return err
+	}
+	if cfg.BearerToken == mcp.RedactedValue {
+		if old.BearerToken == "" {
+			return errs.E(errs.Invalid, "Server %q: the bearer token is REDACTED and no stored token exists; enter it.", cfg.Name)
+		}
+		cfg.BearerToken = old.BearerToken
+	}
+	return nil
+}
+
+// exportMCP downloads every server as mcpServers JSON, secrets as REDACTED.
+func (s *Server) exportMCP(c echo.Context) error {
+	ctx := c.Request().Context()
+	rows, err := s.Store.ListMCPServers(ctx)
+	if err != nil {
+		return err
+	}
+	cfgs := make([]mcp.ServerConfig, 0, len(rows))
+	for _, row := range rows {
+		cfg, _ := s.serverConfig(ctx, row) // unreadable secrets are exported as absent
+		cfgs = append(cfgs, cfg)
+	}
+	data, err := mcp.ExportServersJSON(cfgs, false)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderContentDisposition, `attachment; filename="atrium-mcp.json"`)
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.Blob(http.StatusOK, "application/json", data)
+}
