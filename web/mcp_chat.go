@@ -230,6 +230,10 @@ func (l *attachList) UnmarshalJSON(b []byte) error {
 // counted by the context engine. The whole may be at most 4× the message limit; a
 // failure sends nothing.
 func (s *Server) withAttachments(ctx context.Context, text string, attach []string) (string, error) {
+	// The typed text has the configured limit; the agent allows 4× for attachments.
+	if max := s.Config.MaxMessageBytes; max > 0 && len(text) > max {
+		return "", errs.E(errs.TooLarge, "Message is too long: %d bytes, the limit is %d.", len(text), max)
+	}
 	var refs [][2]string
 	seen := map[string]bool{}
 	for _, a := range attach {
@@ -252,9 +256,6 @@ func (s *Server) withAttachments(ctx context.Context, text string, attach []stri
 	}
 	if len(refs) > maxAttachments {
 		return "", errs.E(errs.Invalid, "At most %d resources can be attached to one message; nothing was sent.", maxAttachments)
-	}
-	if max := s.Config.MaxMessageBytes; max > 0 && len(text) > max {
-		return "", errs.E(errs.TooLarge, "Message is too long: %d bytes, the limit is %d.", len(text), max)
 	}
 	limit := 4 * s.Config.MaxMessageBytes
 	var b strings.Builder

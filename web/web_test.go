@@ -88,7 +88,7 @@ func newTestEnv(tb testing.TB) *testEnv {
 	clk := &clock{}
 	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout, IdleTimeout: cfg.ModelIdleTimeout}
 	hub := NewHub(30*time.Millisecond, nil, log)
-	ag := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: hub, Config: agent.Config{MaxMessageBytes: cfg.MaxMessageBytes}, Log: log})
+	ag := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: hub, Config: agent.Config{MaxMessageBytes: 4 * cfg.MaxMessageBytes}, Log: log})
 	hub.StopUnwatched(func(id string) { ag.Stop(id) }, 200*time.Millisecond)
 	srv := New(Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Models: catalog,
 		CSRFKey: csrfKey, Log: log, Now: clk.now, NewID: uuid.NewString})
