@@ -5,7 +5,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/tiktoken-go/tokenizer"
+	"github.com/tiktoken-go/tokenizer/codec"
 )
 
 // Tokenizer counts the tokens of a text.
@@ -22,12 +22,10 @@ type Tokenizer interface {
 // and long tool results repeat on every turn, and BPE costs about 1 µs a token.
 func NewTokenizer() Tokenizer {
 	bpeOnce.Do(func() {
-		c, err := tokenizer.Get(tokenizer.Cl100kBase)
-		if err != nil {
-			panic("contextwin: cl100k_base tokenizer: " + err.Error()) // compiled in; cannot happen
-		}
+		// codec.NewCl100kBase, not tokenizer.Get: Get links all five vocabularies
+		// (~13 MB of binary); this links only the one we use.
 		bpeShared = &bpe{
-			codec:  c,
+			codec:  codec.NewCl100kBase(),
 			counts: newMemo[string, int](16 << 20),
 			cuts:   newMemo[cutKey, [2]int](16 << 20),
 		}
@@ -41,7 +39,7 @@ var (
 )
 
 type bpe struct {
-	codec  tokenizer.Codec
+	codec  *codec.Codec
 	counts *memo[string, int]
 	cuts   *memo[cutKey, [2]int]
 }

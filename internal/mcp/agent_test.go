@@ -233,6 +233,10 @@ func shapeOf(msgs []store.Message) []string {
 // unavailableShape is the result of a call that races a server failure.
 var unavailableShape = regexp.MustCompile(`^\{"error":"unavailable","detail":"everything unavailable since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"\}$`)
 
+// outcomesRE is the only acceptable sequence of turn outcomes after a kill.
+// (unknown_tool is a racing call that got the wrong error; it is reported where seen.)
+var outcomesRE = regexp.MustCompile(`^((unavailable|unknown_tool),)*(not offered,)*ok$`)
+
 // TestAgentEverything: the fake model calls server-everything's echo and
 // get-sum in one step, over stdio and over streamable HTTP; both results are
 // stored, sent back to the model right after its tool-call message, and the
@@ -264,7 +268,8 @@ func TestAgentEverything(t *testing.T) {
 				}},
 				llmtest.Reply{Text: llmtest.Words(answer)},
 			)
-			final := c.send(t, "Echo hi, then add 2 and 3.")
+			const prompt = "Echo hi, then add 2 and 3."
+			final := c.send(t, prompt)
 
 			if final.Status != store.StatusComplete || final.Error != "" || final.Content != answer {
 				t.Fatalf("final reply: status %q error %q content %q, want complete %q", final.Status, final.Error, final.Content, answer)
@@ -286,7 +291,13 @@ func TestAgentEverything(t *testing.T) {
 				t.Errorf("stored final %+v, want the committed reply %d", last, final.Seq)
 			}
 
-			reqs := c.chatRequests()
+			// The turn's requests (a background summary fold would ask the model too).
+			var reqs []llmtest.ChatRequest
+			for _, req := range c.chatRequests() {
+				if req.LastUser() == prompt {
+					reqs = append(reqs, req)
+				}
+			}
 			if len(reqs) != 2 {
 				t.Fatalf("the model got %d chat requests, want 2", len(reqs))
 			}
@@ -333,24 +344,27 @@ func TestAgentStdioKill(t *testing.T) {
 
 	// The model: after a tool result it answers; otherwise a user message
 	// starting with "slow" calls the long-running operation, and any other
-	// calls echo with the user's text — when those tools are offered.
+	// calls echo with the user's text — when those tools are offered. For a
+	// message starting with "think", it signals writing and then takes ~200ms
+	// to write the echo call, as a real model does (less than a restart takes).
 	var ids atomic.Int64
+	writing := make(chan struct{}, 1)
 	c.llm.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
 		if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == "tool" {
 			return llmtest.Reply{Text: []string{"Noted: ", req.Messages[n-1].Content}}
 		}
 		user := req.LastUser()
-		var names []string
-		for _, tl := range req.Tools {
-			names = append(names, tl.Name)
-		}
-		t.Logf("DEBUG request: last user %q, %d messages, tools %v", user, len(req.Messages), names)
 		call := func(name, args string) llmtest.Reply {
 			return llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: fmt.Sprintf("call_%d", ids.Add(1)), Name: name, Arguments: args}}}
 		}
 		switch {
 		case strings.HasPrefix(user, "slow") && offered(req, "everything__trigger-long-running-operation"):
 			return call("everything__trigger-long-running-operation", `{"duration":5,"steps":5}`)
+		case strings.HasPrefix(user, "think") && offered(req, "everything__echo"):
+			r := call("everything__echo", fmt.Sprintf(`{"message":%q}`, user))
+			r.ChunkDelay = 100 * time.Millisecond // the arguments come in 3 fragments
+			writing <- struct{}{}
+			return r
 		case !strings.HasPrefix(user, "slow") && offered(req, "everything__echo"):
 			return call("everything__echo", fmt.Sprintf(`{"message":%q}`, user))
 		}
@@ -359,9 +373,13 @@ func TestAgentStdioKill(t *testing.T) {
 
 	// outcome runs one turn and classifies it: "ok" (echo answered),
 	// "unavailable" (the call raced the failure) or "not offered".
+	var classify func(t *testing.T, text string, final *store.Message) string
 	outcome := func(t *testing.T, text string) string {
 		t.Helper()
-		final := c.send(t, text)
+		return classify(t, text, c.send(t, text))
+	}
+	classify = func(t *testing.T, text string, final *store.Message) string {
+		t.Helper()
 		if final.Status != store.StatusComplete || final.Error != "" {
 			t.Fatalf("turn %q: reply status %q error %q, want complete", text, final.Status, final.Error)
 		}
@@ -372,7 +390,6 @@ func TestAgentStdioKill(t *testing.T) {
 				results = append(results, m)
 			}
 		}
-		t.Logf("DEBUG turn %q: %v %+v; registry %v", text, shapeOf(msgs), msgs, c.toolNames())
 		switch {
 		case len(results) == 0:
 			return "not offered"
@@ -385,6 +402,13 @@ func TestAgentStdioKill(t *testing.T) {
 			return "ok"
 		case res.Status == store.StatusError && res.Error == tools.CodeUnavailable && unavailableShape.MatchString(res.Content):
 			return "unavailable"
+		case res.Status == store.StatusError && res.Error == tools.CodeUnknownTool:
+			// The tools were offered for this step, then unregistered by the
+			// supervisor before the model's call was dispatched.
+			t.Errorf("turn %q raced the failure and got %s, want the unavailable shape: the supervisor "+
+				"unregisters a down server's tools, so a call to a tool the model was just offered "+
+				"reads as a made-up tool name", text, res.Content)
+			return "unknown_tool"
 		}
 		t.Fatalf("turn %q: tool result %+v, want the echo or the unavailable shape", text, res)
 		return ""
@@ -406,9 +430,14 @@ func TestAgentStdioKill(t *testing.T) {
 			if time.Since(killed) > 15*time.Second {
 				t.Fatalf("echo still fails 15s after the kill; turns %v; status %+v", outcomes, c.status("everything"))
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 		}
 		usable := time.Since(killed)
+		// Only turns before the supervisor noticed may race the failure: once
+		// hidden, the tools stay hidden until they work again.
+		if !outcomesRE.MatchString(strings.Join(outcomes, ",")) {
+			t.Errorf("turns after the kill %v, want some unavailable, then some not offered, then ok", outcomes)
+		}
 		// When the supervisor hid the tools and registered them again (its
 		// state changes carry the time they happened).
 		var hidden, back time.Duration
@@ -459,6 +488,28 @@ func TestAgentStdioKill(t *testing.T) {
 		waitUsable(t, killed, pid)
 	})
 
+	// The most likely race with a real model: the server dies while the model
+	// is still writing a call to a tool it was offered.
+	t.Run("while the model writes the call", func(t *testing.T) {
+		c.waitState(t, "everything", 10*time.Second, mcp.StateReady)
+		const text = "think, then echo"
+		if err := c.agent.Send(context.Background(), c.session, text); err != nil {
+			t.Fatal(err)
+		}
+		c.finals++
+		select {
+		case <-writing:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the model was not asked with the echo tool offered")
+		}
+		killed, pid := kill(t)
+		final := c.sink.waitFinal(t, c.finals, 30*time.Second)
+		if got := classify(t, text, final); got != "unavailable" && got != "unknown_tool" {
+			t.Errorf("the call written while the server died: %s, want unavailable", got)
+		}
+		waitUsable(t, killed, pid)
+	})
+
 	t.Run("during a slow call", func(t *testing.T) {
 		c.waitState(t, "everything", 10*time.Second, mcp.StateReady)
 		const text = "slow operation please"
@@ -488,21 +539,24 @@ func TestAgentStdioKill(t *testing.T) {
 			t.Fatalf("racing call stored as %+v, want the unavailable shape", res)
 		}
 		// The model saw the structured error as the call's result.
-		reqs := c.chatRequests()
-		last := reqs[len(reqs)-1].Messages
-		if m := last[len(last)-1]; m.Role != "tool" || m.Content != res.Content {
-			t.Errorf("the model got %+v after the racing call, want its unavailable result", m)
+		if !slices.ContainsFunc(c.chatRequests(), func(req llmtest.ChatRequest) bool {
+			n := len(req.Messages)
+			return n > 0 && req.Messages[n-1].Role == "tool" && req.Messages[n-1].ToolCallID == res.ToolCallID &&
+				req.Messages[n-1].Content == res.Content
+		}) {
+			t.Errorf("no model request ends with the racing call's unavailable result %q", res.Content)
 		}
 		waitUsable(t, killed, pid)
 	})
 
 	// The chat never errored: every reply is complete, and the only failed
-	// tool results are unavailable ones.
+	// tool results are unavailable ones (or unknown_tool, reported above).
 	for _, m := range c.messages(t) {
 		switch {
 		case m.Role == store.RoleAssistant && (m.Status != store.StatusComplete || m.Error != ""):
 			t.Errorf("reply %d: status %q error %q", m.Seq, m.Status, m.Error)
-		case m.Role == store.RoleTool && m.Status != store.StatusComplete && m.Error != tools.CodeUnavailable:
+		case m.Role == store.RoleTool && m.Status != store.StatusComplete &&
+			m.Error != tools.CodeUnavailable && m.Error != tools.CodeUnknownTool:
 			t.Errorf("tool result %d: status %q error %q", m.Seq, m.Status, m.Error)
 		}
 	}

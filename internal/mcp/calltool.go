@@ -100,6 +100,7 @@ func (s *server) syncToolsLocked(list []mcp.Tool) {
 		}
 		s.tools = append(s.tools, w.info)
 	}
+	s.hideLocked(false) // tools kept from before a reconnect are offered again
 }
 
 // sanitizeToolName maps an MCP tool name onto the registry's alphabet

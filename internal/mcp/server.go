@@ -222,7 +222,7 @@ func (s *server) setDown(state State, err error) {
 		s.downSince = now
 	}
 	s.conn = nil
-	s.unregisterLocked()
+	s.hideLocked(true)
 	s.resources, s.prompts = 0, nil
 	if s.state != state {
 		s.state, s.since = state, now
@@ -245,6 +245,18 @@ func (s *server) stop() {
 	s.unregisterLocked()
 	s.mu.Unlock()
 	s.cancel()
+}
+
+// hideLocked hides (or shows again) the server's registered tools. Hidden tools are
+// not offered to the model, but a call that races the failure still reaches the
+// executor and gets the structured "unavailable" answer.
+func (s *server) hideLocked(hidden bool) {
+	for name := range s.registered {
+		_ = s.sup.reg.SetHidden(name, hidden)
+	}
+	if hidden {
+		s.tools = nil
+	}
 }
 
 func (s *server) unregisterLocked() {

@@ -100,6 +100,7 @@ type entry struct {
 	tool    Tool
 	schema  *jsonschema.Schema
 	enabled bool
+	hidden  bool // not offered to the model, but a call still reaches the executor
 	hash    string // content hash of what select.go embeds for this tool
 }
 
@@ -202,12 +203,27 @@ func (r *Registry) SetEnabled(name string, enabled bool) error {
 	return nil
 }
 
-// Enabled returns the enabled tools sorted by name.
+// SetHidden hides a tool from the model (Enabled and Select leave it out) while calls
+// still reach its executor. An MCP server's tools are hidden while the server is down,
+// so that a call racing the failure gets the executor's "unavailable" answer rather
+// than "unknown tool".
+func (r *Registry) SetHidden(name string, hidden bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.tools[name]
+	if !ok {
+		return errs.E(errs.NotFound, "tools: no tool named %q", name)
+	}
+	e.hidden = hidden
+	return nil
+}
+
+// Enabled returns the tools offered to the model (enabled, not hidden), sorted by name.
 func (r *Registry) Enabled() []Tool {
 	r.mu.RLock()
 	out := make([]Tool, 0, len(r.tools))
 	for _, e := range r.tools {
-		if e.enabled {
+		if e.enabled && !e.hidden {
 			out = append(out, e.tool)
 		}
 	}
