@@ -100,7 +100,7 @@ type entry struct {
 	tool    Tool
 	schema  *jsonschema.Schema
 	enabled bool
-	hidden  bool // not offered to the model, but a call still reaches the executor
+	hidden  bool   // not offered to the model, but a call still reaches the executor
 	hash    string // content hash of what select.go embeds for this tool
 }
 
