@@ -357,10 +357,11 @@ func TestExecutorFailuresReachModelSafely(t *testing.T) {
 // error and the turn continues right away.
 //
 // tools.Register refuses timeouts under 10s, and the hook that shortens them
-// (SetTimeoutForTest) is test-only in package tools, so this test takes 10s and runs
-// only when ATRIUM_SLOW_TESTS is set.
+// (SetTimeoutForTest) is test-only in package tools, so this test takes 10s. It runs
+// in CI (E2E_REQUIRED=1) and when ATRIUM_SLOW_TESTS is set, and runs in parallel with
+// the other tests.
 func TestToolTimeout(t *testing.T) {
-	if os.Getenv("ATRIUM_SLOW_TESTS") == "" {
+	if os.Getenv("ATRIUM_SLOW_TESTS") == "" && os.Getenv("E2E_REQUIRED") == "" {
 		t.Skip("takes 10s (the minimum tool timeout); set ATRIUM_SLOW_TESTS=1 to run")
 	}
 	t.Parallel()
