@@ -294,6 +294,7 @@ func TestEndToEndAgentTools(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=tool-card][data-tool=task_update][data-status=ok]`)),
 		into(&goal, chromedp.Text(chromedp.CSS(`[data-testid=task-goal]`), chromedp.NodeReady)),
 		into(&stage, chromedp.Text(chromedp.CSS(`[data-testid=task-stage]`), chromedp.NodeReady)),
+		chromedp.WaitReady(chromedp.CSS(`[data-testid=context-meter] [data-testid=meter-zone]`)), // from the recorded run
 	)
 	if !strings.Contains(goal, "Plan a trip to Lisbon") || !strings.Contains(stage, "research") {
 		t.Errorf("after reload the task panel shows goal %q stage %q", goal, stage)

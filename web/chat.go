@@ -149,25 +149,15 @@ func (s *Server) lastMeter(ctx context.Context, ss store.Session) *views.Context
 	if s.Recorder == nil {
 		return nil
 	}
-	runs, err := s.Recorder.Runs(ctx, ss.OwnerID, ss.ID, 1)
-	if err != nil || len(runs) == 0 {
+	raw, err := s.Recorder.LatestSpanData(ctx, ss.OwnerID, ss.ID, trace.KindContext)
+	if err != nil || raw == nil {
 		return nil
 	}
-	_, spans, err := s.Recorder.Run(ctx, ss.OwnerID, runs[0].ID)
-	if err != nil {
+	var data struct{ Zones []contextwin.Zone }
+	if json.Unmarshal(raw, &data) != nil || len(data.Zones) == 0 {
 		return nil
 	}
-	for i := len(spans) - 1; i >= 0; i-- {
-		if spans[i].Kind != trace.KindContext {
-			continue
-		}
-		var data struct{ Zones []contextwin.Zone }
-		if json.Unmarshal(spans[i].Data, &data) != nil || len(data.Zones) == 0 {
-			return nil
-		}
-		return meterView(data.Zones)
-	}
-	return nil
+	return meterView(data.Zones)
 }
 
 // saveTask sets the session's task state from the side panel. Validation failures come

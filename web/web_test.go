@@ -30,6 +30,7 @@ import (
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/models"
 	"atrium/internal/store"
+	"atrium/internal/trace"
 )
 
 // testEnv is the whole program wired like main.go, served by an httptest server.
@@ -88,9 +89,11 @@ func newTestEnv(tb testing.TB) *testEnv {
 	clk := &clock{}
 	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout, IdleTimeout: cfg.ModelIdleTimeout}
 	hub := NewHub(30*time.Millisecond, nil, log)
-	ag := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: hub, Config: agent.Config{MaxMessageBytes: 4 * cfg.MaxMessageBytes}, Log: log})
+	recorder := trace.NewRecorder(db, trace.NewRedactor())
+	ag := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: hub, Recorder: recorder,
+		Config: agent.Config{MaxMessageBytes: 4 * cfg.MaxMessageBytes}, Log: log})
 	hub.StopUnwatched(func(id string) { ag.Stop(id) }, 200*time.Millisecond)
-	srv := New(Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Models: catalog,
+	srv := New(Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Models: catalog, Recorder: recorder,
 		CSRFKey: csrfKey, Log: log, Now: clk.now, NewID: uuid.NewString})
 	ts := httptest.NewServer(srv.Handler())
 	tb.Cleanup(func() {

@@ -127,3 +127,20 @@ func (r *Recorder) Run(ctx context.Context, ownerID int64, runID string) (RunInf
 	}
 	return ri, spans, nil
 }
+
+// LatestSpanData returns the data of the newest span of kind in ownerID's runs of
+// sessionID (e.g. the last context assembly, for the context meter), or nil when there
+// is none. One indexed query; it never loads a run's other spans.
+func (r *Recorder) LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (json.RawMessage, error) {
+	var data sql.NullString
+	err := r.db.SQL.QueryRowContext(ctx, `SELECT s.data FROM spans s
+		WHERE s.run_id = (SELECT id FROM runs WHERE owner_id = ? AND session_id = ? ORDER BY started_at DESC LIMIT 1)
+		AND s.kind = ? ORDER BY s.seq DESC LIMIT 1`, ownerID, sessionID, kind).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !data.Valid) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("trace: latest span: %w", err)
+	}
+	return json.RawMessage(data.String), nil
+}
