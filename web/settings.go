@@ -124,15 +124,7 @@ func (s *Server) createProvider(c echo.Context) error {
 		err = s.saveKey(ctx, &p, c.FormValue("api_key"))
 	}
 	if err != nil {
-		if errs.Code(err) == errs.Internal {
-			return err
-		}
-		f.Error = errs.Message(err)
-		v, verr := s.settingsView(ctx, f, "")
-		if verr != nil {
-			return verr
-		}
-		return render(c, statusOf(errs.Code(err)), views.SettingsPage(s.page(c, "Providers"), v))
+		return s.providerFormError(c, f, err)
 	}
 	notice := s.fillModels(ctx, &p)
 	if err := s.Store.UpdateProvider(ctx, p); err != nil {
@@ -194,15 +186,7 @@ func (s *Server) updateProvider(c echo.Context) error {
 		err = s.saveKey(ctx, &p, c.FormValue("api_key"))
 	}
 	if err != nil {
-		if errs.Code(err) == errs.Internal {
-			return err
-		}
-		f.Error = errs.Message(err)
-		v, verr := s.settingsView(ctx, f, "")
-		if verr != nil {
-			return verr
-		}
-		return render(c, statusOf(errs.Code(err)), views.SettingsPage(s.page(c, "Providers"), v))
+		return s.providerFormError(c, f, err)
 	}
 	return c.Redirect(http.StatusSeeOther, "/settings/providers?notice="+url.QueryEscape("Provider "+p.Name+" saved."))
 }
@@ -254,4 +238,18 @@ func (s *Server) setDefaultModel(c echo.Context) error {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/settings/providers?notice="+url.QueryEscape("Default model saved."))
+}
+
+// providerFormError re-renders the providers page with a user-facing error on form f;
+// internal errors go to the error handler.
+func (s *Server) providerFormError(c echo.Context, f views.ProviderForm, err error) error {
+	if errs.Code(err) == errs.Internal {
+		return err
+	}
+	f.Error = errs.Message(err)
+	v, verr := s.settingsView(c.Request().Context(), f, "")
+	if verr != nil {
+		return verr
+	}
+	return render(c, statusOf(errs.Code(err)), views.SettingsPage(s.page(c, "Providers"), v))
 }
