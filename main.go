@@ -23,6 +23,7 @@ import (
 
 	"atrium/internal/agent"
 	"atrium/internal/config"
+	"atrium/internal/contextwin"
 	"atrium/internal/crypto"
 	"atrium/internal/errs"
 	"atrium/internal/mcp"
@@ -105,8 +106,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	hub := web.NewHub(30*time.Millisecond, nil, log)
 	// The web layer holds typed text to MaxMessageBytes; attached MCP resources may add
 	// up to three times as much again.
+	budgets := contextwin.DefaultBudgets()
+	budgets.Window = cfg.ContextWindow
+	budgets.ReplyReserve = min(budgets.ReplyReserve, cfg.ContextWindow/4)
 	ag := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: hub, Tools: registry,
-		Recorder: recorder, Config: agent.Config{MaxMessageBytes: 4 * cfg.MaxMessageBytes}, Log: log})
+		Recorder: recorder, Config: agent.Config{MaxMessageBytes: 4 * cfg.MaxMessageBytes, Budgets: budgets}, Log: log})
 	// MCP servers connect in the background: readiness never waits for them.
 	var srv *web.Server
 	servers := mcp.NewSupervisor(registry, log, func(st mcp.Status) {

@@ -26,6 +26,7 @@ type Config struct {
 	MaxMessageBytes   int           // largest chat message accepted, 1..10 MiB
 	ModelStartTimeout time.Duration // how long to wait for a model's first byte
 	ModelIdleTimeout  time.Duration // how long a model stream may stay silent
+	ContextWindow     int           // the models' context window in tokens, for the context budgets
 	LoginTTL          time.Duration // lifetime of a login cookie session
 	ShutdownTimeout   time.Duration // grace period for in-flight work on shutdown
 }
@@ -45,6 +46,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("max_message_bytes", c.MaxMessageBytes),
 		slog.Duration("model_start_timeout", c.ModelStartTimeout),
 		slog.Duration("model_idle_timeout", c.ModelIdleTimeout),
+		slog.Int("context_window", c.ContextWindow),
 		slog.Duration("login_ttl", c.LoginTTL),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 	)
@@ -112,17 +114,10 @@ var settings = []setting{
 		}},
 	{flag: "max-message-bytes", env: "ATRIUM_MAX_MESSAGE_BYTES", def: "102400", arg: "n",
 		help: "largest chat message accepted, in bytes (1 to 10485760)",
-		set: func(c *Config, v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return fmt.Errorf("%q is not a number", v)
-			}
-			if n < 1 || n > MaxMessageBytesLimit {
-				return fmt.Errorf("%d is out of range (1 to %d)", n, MaxMessageBytesLimit)
-			}
-			c.MaxMessageBytes = n
-			return nil
-		}},
+		set:  intInto(1, MaxMessageBytesLimit, func(c *Config) *int { return &c.MaxMessageBytes })},
+	{flag: "context-window", env: "ATRIUM_CONTEXT_WINDOW", def: "32768", arg: "tokens",
+		help: "the models' context window in tokens (2048 to 2000000); set it to your smallest model's, e.g. 8192 for a small local model",
+		set:  intInto(2048, 2_000_000, func(c *Config) *int { return &c.ContextWindow })},
 	{flag: "model-start-timeout", env: "ATRIUM_MODEL_START_TIMEOUT", def: "60s", arg: "duration",
 		help: "how long to wait for a model's first response",
 		set:  durationInto(func(c *Config) *time.Duration { return &c.ModelStartTimeout })},
@@ -233,6 +228,21 @@ func flagError(err error) error {
 		return errors.New("config: bad flag syntax (flags look like -name=value; see -help)")
 	}
 	return errors.New("config: " + strings.ReplaceAll(msg, "\n", " "))
+}
+
+// intInto parses an integer in [lo, hi] into the field.
+func intInto(lo, hi int, field func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", v)
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("%d is out of range (%d to %d)", n, lo, hi)
+		}
+		*field(c) = n
+		return nil
+	}
 }
 
 func durationInto(field func(*Config) *time.Duration) func(*Config, string) error {

@@ -30,6 +30,7 @@ var defaults = config.Config{
 	MaxMessageBytes:   102400,
 	ModelStartTimeout: 60 * time.Second,
 	ModelIdleTimeout:  60 * time.Second,
+	ContextWindow:     32768,
 	LoginTTL:          720 * time.Hour,
 	ShutdownTimeout:   10 * time.Second,
 }
@@ -51,13 +52,14 @@ func TestLoad(t *testing.T) {
 			"ATRIUM_MAX_MESSAGE_BYTES", "10485760",
 			"ATRIUM_MODEL_START_TIMEOUT", "90s",
 			"ATRIUM_MODEL_IDLE_TIMEOUT", "2m",
+			"ATRIUM_CONTEXT_WINDOW", "8192",
 			"ATRIUM_LOGIN_TTL", "24h",
 			"ATRIUM_SHUTDOWN_TIMEOUT", "1s",
 		), func(c *config.Config) {
 			*c = config.Config{
 				Addr: "127.0.0.1:9000", DataDir: "/data", MasterKey: "k3y", LogLevel: slog.LevelDebug,
 				BaseURL: "https://atrium.example.com", MaxMessageBytes: 10485760,
-				ModelStartTimeout: 90 * time.Second, ModelIdleTimeout: 2 * time.Minute,
+				ModelStartTimeout: 90 * time.Second, ModelIdleTimeout: 2 * time.Minute, ContextWindow: 8192,
 				LoginTTL: 24 * time.Hour, ShutdownTimeout: time.Second,
 			}
 		}},
@@ -65,11 +67,12 @@ func TestLoad(t *testing.T) {
 			"-addr", ":0", "-data=/tmp/x", "--master-key", "flagkey", "-log-level", "error",
 			"-base-url", "http://localhost:8080", "-max-message-bytes", "1",
 			"-model-start-timeout", "5s", "-model-idle-timeout", "6s", "-login-ttl", "1h", "-shutdown-timeout", "3s",
+			"-context-window", "128000",
 		}, env(), func(c *config.Config) {
 			*c = config.Config{
 				Addr: ":0", DataDir: "/tmp/x", MasterKey: "flagkey", LogLevel: slog.LevelError,
 				BaseURL: "http://localhost:8080", MaxMessageBytes: 1,
-				ModelStartTimeout: 5 * time.Second, ModelIdleTimeout: 6 * time.Second,
+				ModelStartTimeout: 5 * time.Second, ModelIdleTimeout: 6 * time.Second, ContextWindow: 128000,
 				LoginTTL: time.Hour, ShutdownTimeout: 3 * time.Second,
 			}
 		}},
@@ -117,6 +120,8 @@ func TestLoadErrors(t *testing.T) {
 			`config: ATRIUM_MAX_MESSAGE_BYTES: 0 is out of range (1 to 10485760)`},
 		{"size too big", nil, env("ATRIUM_MAX_MESSAGE_BYTES", "10485761"),
 			`config: ATRIUM_MAX_MESSAGE_BYTES: 10485761 is out of range (1 to 10485760)`},
+		{"context window too small", nil, env("ATRIUM_CONTEXT_WINDOW", "1000"),
+			`config: ATRIUM_CONTEXT_WINDOW: 1000 is out of range (2048 to 2000000)`},
 		{"duration without unit", nil, env("ATRIUM_MODEL_START_TIMEOUT", "60"),
 			`config: ATRIUM_MODEL_START_TIMEOUT: "60" is not a duration (use e.g. 90s, 5m or 720h)`},
 		{"duration garbage", nil, env("ATRIUM_MODEL_IDLE_TIMEOUT", "soon"),
