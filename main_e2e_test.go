@@ -131,6 +131,13 @@ func TestEndToEndChat(t *testing.T) {
 		t.Errorf("the script tag should show as text, got %q", text)
 	}
 
+	// A failed htmx request says why in the notice area (the server answers in text).
+	var ignored any
+	run("htmx error is shown",
+		into(&ignored, chromedp.Evaluate[any](`htmx.ajax('POST', location.pathname + '/rename', {values: {title: '   '}, swap: 'none'}), null`)),
+		chromedp.Poll[chromedp.Void](`document.getElementById('notice').textContent.includes('A title needs some text')`),
+	)
+
 	// 5. A second user opening the first user's session URL gets 404.
 	run("create bob",
 		chromedp.Navigate(a.URL+"/admin/users"),
@@ -156,7 +163,8 @@ func TestEndToEndChat(t *testing.T) {
 		t.Errorf("HTTP GET of a foreign session: %d", code)
 	}
 
-	problems.Check(t, "404 (Not Found)")
+	// The 404 of the foreign session and the 400 of the deliberate bad rename are expected.
+	problems.Check(t, "404 (Not Found)", "400 (Bad Request)", "Response Status Error Code 400")
 }
 
 // bobClient logs in as bob over plain HTTP.

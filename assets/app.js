@@ -395,6 +395,34 @@
     setPanel('resources-panel', false);
   });
 
+  // An htmx request that fails (a 4xx/5xx answer, which htmx does not swap, or no answer
+  // at all) says why: the server answers such requests with one line of plain text. It
+  // goes into the chat's #notice, or a toast on other pages, as text, never as HTML.
+  function showProblem(text) {
+    var box = document.getElementById('notice');
+    if (!box) {
+      box = document.getElementById('toast');
+      if (!box) {
+        box = document.createElement('div');
+        box.id = 'toast';
+        box.className = 'notice toast';
+        box.setAttribute('role', 'alert');
+        box.setAttribute('data-testid', 'toast');
+        document.body.appendChild(box);
+      }
+    }
+    box.textContent = text;
+  }
+  document.addEventListener('htmx:responseError', function (e) {
+    var xhr = e.detail && e.detail.xhr;
+    var text = xhr && xhr.responseText ? xhr.responseText.trim() : '';
+    if (!text || text.length > 500 || text.charAt(0) === '<') text = 'The request failed (HTTP ' + (xhr ? xhr.status : '?') + ').';
+    showProblem(text);
+  });
+  document.addEventListener('htmx:sendError', function () {
+    showProblem('Could not reach Atrium. Check your connection and try again.');
+  });
+
   function start() {
     placeSide();
     watchChat();
