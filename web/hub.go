@@ -226,7 +226,7 @@ func (h *Hub) Publish(ev agent.Event) {
 			r.live.reasoning = append(r.live.reasoning, ev.Text...)
 		}
 		r.live.dirty = true
-		r.scheduleLocked(h, ev.SessionID)
+		r.scheduleLocked(h)
 	case agent.EventAssistantStep:
 		// The streamed text so far is committed as a step with tool calls; a new live
 		// reply follows it.
@@ -262,7 +262,7 @@ func (r *room) stopTimer() {
 // scheduleLocked flushes now if the interval has passed since the last flush, else makes
 // sure a timer will flush at the end of the interval. Leading edge: the first token after
 // a quiet spell goes out at once.
-func (r *room) scheduleLocked(h *Hub, sessionID string) {
+func (r *room) scheduleLocked(h *Hub) {
 	now := h.now()
 	wait := h.interval - now.Sub(r.lastFlush)
 	if wait <= 0 {

@@ -106,14 +106,6 @@ func (e *testEnv) dbBytes() []byte {
 	return all
 }
 
-func cardOf(body, name string) string {
-	i := strings.Index(body, `id="mcp-server-`+name+`"`)
-	if i < 0 {
-		return ""
-	}
-	return body[i:]
-}
-
 func TestMCPSettingsAdminOnly(t *testing.T) {
 	env, admin := mcpTestEnv(t)
 	bob := env.user(admin, "bob")

@@ -35,15 +35,14 @@ import (
 
 // testEnv is the whole program wired like main.go, served by an httptest server.
 type testEnv struct {
-	t       testing.TB
-	dir     string
-	db      *store.DB
-	llm     *llmtest.Server
-	srv     *Server
-	agent   *agent.Agent
-	ts      *httptest.Server
-	clock   *clock
-	adminPW string
+	t     testing.TB
+	dir   string
+	db    *store.DB
+	llm   *llmtest.Server
+	srv   *Server
+	agent *agent.Agent
+	ts    *httptest.Server
+	clock *clock
 }
 
 // clock is the server's time: the real one plus an offset tests can move forward.

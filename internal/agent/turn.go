@@ -48,7 +48,6 @@ func (a *Agent) runTurn(ctx context.Context, r *run, s store.Session, user *stor
 		t.rec = rec
 	}
 	t.final = &store.Message{SessionID: s.ID, Role: store.RoleAssistant, Status: store.StatusComplete}
-	t.steps = 0
 	t.loop(ctx)
 	t.commitFinal()
 	a.foldLater(t)
