@@ -5,6 +5,25 @@
 
   var NEAR_BOTTOM_PX = 80;
 
+  // A settings page shows the MCP servers it was rendered with. A live frame for a
+  // server it does not show (added in another tab, or by the form whose redirect is
+  // still loading) has no card to morph: drop it rather than let htmx report
+  // oobErrorNoTarget; a reload shows the new server.
+  htmx.defineExtension('mcp-cards', {
+    transformResponse: function (text) {
+      var t = document.createElement('template');
+      t.innerHTML = text;
+      var dropped = false;
+      Array.prototype.slice.call(t.content.children).forEach(function (el) {
+        if (el.classList.contains('mcp-server') && el.hasAttribute('hx-swap-oob') && !document.getElementById(el.id)) {
+          el.remove();
+          dropped = true;
+        }
+      });
+      return dropped ? t.innerHTML : text;
+    }
+  });
+
   // (0) Re-register the idiomorph htmx extension with a fixed isInlineSwap. The
   // vendored idiomorph-ext 0.8.0 claims every swap style it does not know (beforeend,
   // innerHTML, ...) as "inline", so with hx-ext="morph" on <body> an out-of-band

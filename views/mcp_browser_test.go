@@ -188,3 +188,44 @@ func TestBrowserMCPSettingsLive(t *testing.T) {
 	)
 	problems.Check(t)
 }
+
+// TestBrowserMCPSettingsUnknownCard: a live frame for a server the page does not show
+// (added in another tab, or by the form whose redirect is still loading) is dropped
+// without an htmx error, and the cards the page does show still update.
+func TestBrowserMCPSettingsUnknownCard(t *testing.T) {
+	ctx, problems := browser(t, 1100, 800)
+	conns := make(chan *websocket.Conn, 2)
+	up := websocket.Upgrader{}
+	mux := http.NewServeMux()
+	mux.Handle("/assets/", assets.Handler())
+	mux.Handle("GET /settings/mcp", templ.Handler(views.MCPSettingsPage(page, views.MCPSettings{
+		Servers: []views.MCPServerItem{{ID: 1, Enabled: true, Status: views.MCPStatus{Name: "a", Transport: "stdio", State: "connecting"}}},
+	})))
+	mux.HandleFunc("GET /settings/mcp/ws", func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		conns <- c
+		for {
+			if _, _, err := c.ReadMessage(); err != nil {
+				return
+			}
+		}
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", testCSP)
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	h := &chatHarness{url: srv.URL, conns: conns}
+
+	run(t, ctx, chromedp.Navigate(h.url+"/settings/mcp"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-server=a][data-state=connecting]`)))
+	c := h.conn(t)
+	send(t, c, views.FrameMCPServer(views.MCPStatus{Name: "b", Transport: "stdio", State: "ready"}),
+		views.FrameMCPServer(views.MCPStatus{Name: "a", Transport: "stdio", State: "ready"}))
+	run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`[data-server=a][data-state=ready]`)),
+		waitJS(`document.querySelector("[data-server=b]") === null`))
+	problems.Check(t)
+}

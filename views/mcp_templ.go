@@ -237,7 +237,7 @@ func MCPSettingsPage(p Page, s MCPSettings) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"page settings mcp-settings\" data-testid=\"mcp-settings\" hx-ext=\"ws\" ws-connect=\"/settings/mcp/ws\"><h1>MCP servers</h1><p class=\"muted\">Tools, resources and prompts from Model Context Protocol servers. A stdio server runs a program on this host with only its configured environment plus PATH and HOME.")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"page settings mcp-settings\" data-testid=\"mcp-settings\" hx-ext=\"ws, mcp-cards\" ws-connect=\"/settings/mcp/ws\"><h1>MCP servers</h1><p class=\"muted\">Tools, resources and prompts from Model Context Protocol servers. A stdio server runs a program on this host with only its configured environment plus PATH and HOME.")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
