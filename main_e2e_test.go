@@ -236,7 +236,7 @@ func sendSteps(text string) chromedp.Action[chromedp.Void] {
 
 // setUpInBrowser creates the admin "alice" on the setup page, logs out and in again,
 // and adds the fake model as a provider in settings.
-func setUpInBrowser(run func(string, ...chromedp.Action[chromedp.Void]), a *app, fake *llmtest.Server) {
+func setUpInBrowser(run func(string, ...chromedp.Action[chromedp.Void]), a *runningApp, fake *llmtest.Server) {
 	run("setup",
 		chromedp.Navigate(a.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=setup-form]`)),

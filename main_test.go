@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// app is a running Atrium booted through run(), as the binary would be.
-type app struct {
+// runningApp is a running Atrium booted through run(), as the binary would be.
+type runningApp struct {
 	URL     string
 	DataDir string
 	stop    func() error
@@ -23,7 +23,7 @@ type app struct {
 
 // startApp boots Atrium on 127.0.0.1:0 with a fresh data directory and stops it (like
 // SIGTERM) when the test ends, failing the test if shutdown returns an error.
-func startApp(t testing.TB, env map[string]string) *app {
+func startApp(t testing.TB, env map[string]string) *runningApp {
 	t.Helper()
 	dir := t.TempDir()
 	if env == nil {
@@ -52,7 +52,7 @@ func startApp(t testing.TB, env map[string]string) *app {
 		cancel()
 		t.Fatal("atrium did not start within 10s")
 	}
-	a := &app{URL: "http://" + addr, DataDir: env["ATRIUM_DATA"]}
+	a := &runningApp{URL: "http://" + addr, DataDir: env["ATRIUM_DATA"]}
 	stopped := false
 	a.stop = func() error {
 		if stopped {

@@ -1,10 +1,12 @@
-package web
+package web_test
 
 import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"atrium/web"
 )
 
 // BenchmarkOpenSession measures opening a long chat: GET /s/{id} on a session of
@@ -17,7 +19,7 @@ func BenchmarkOpenSession(b *testing.B) {
 	admin := env.setup()
 	id := admin.newSession()
 	seedMessages(b, env.db, id, 10_000, 300)
-	cookies := []*http.Cookie{admin.cookie(loginCookie), admin.cookie(csrfCookie)}
+	cookies := []*http.Cookie{admin.cookie(web.LoginCookie), admin.cookie(web.CSRFCookie)}
 	h := env.srv.Handler()
 
 	open := func() *httptest.ResponseRecorder {

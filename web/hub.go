@@ -29,7 +29,7 @@ type Hub struct {
 	mu    sync.Mutex
 	rooms map[string]*room
 
-	stopUnwatched func(sessionID string) // see StopUnwatched
+	stopUnwatched func(sessionID string) bool // see HubConfig.StopUnwatched
 	grace         time.Duration
 }
 
@@ -74,14 +74,28 @@ func newClient() *client {
 func (c *client) close() { c.once.Do(func() { close(c.closed) }) }
 
 // NewHub returns a hub that coalesces deltas to at most one frame per interval per session.
-func NewHub(interval time.Duration, now func() time.Time, log *slog.Logger) *Hub {
-	if now == nil {
-		now = time.Now
+// HubConfig sets up a Hub. Zero values mean the defaults.
+type HubConfig struct {
+	Interval time.Duration // frame coalescing for streamed text (0: a frame per delta)
+	// StopUnwatched, when set, is called for a session whose reply is still streaming
+	// when its last viewer has been gone for Grace. A reload or a dropped connection
+	// reconnects well within it.
+	StopUnwatched func(sessionID string) bool
+	Grace         time.Duration
+	Now           func() time.Time
+	Log           *slog.Logger
+}
+
+// NewHub returns a hub; Publish it the agent's events (agent.Subscribe).
+func NewHub(c HubConfig) *Hub {
+	if c.Now == nil {
+		c.Now = time.Now
 	}
-	if log == nil {
-		log = slog.Default()
+	if c.Log == nil {
+		c.Log = slog.Default()
 	}
-	return &Hub{interval: interval, now: now, log: log, rooms: map[string]*room{}}
+	return &Hub{interval: c.Interval, now: c.Now, log: c.Log, stopUnwatched: c.StopUnwatched, grace: c.Grace,
+		rooms: map[string]*room{}}
 }
 
 func (h *Hub) room(sessionID string) *room {
@@ -93,13 +107,6 @@ func (h *Hub) room(sessionID string) *room {
 		h.rooms[sessionID] = r
 	}
 	return r
-}
-
-// StopUnwatched makes the hub call stop for a session whose reply is still streaming
-// when its last viewer has been gone for grace. A reload or a dropped connection
-// reconnects well within it. Call it before serving.
-func (h *Hub) StopUnwatched(stop func(sessionID string), grace time.Duration) {
-	h.stopUnwatched, h.grace = stop, grace
 }
 
 // release drops a room nobody watches and nothing streams into.

@@ -68,7 +68,7 @@ func BenchmarkStreamRelay(b *testing.B) {
 }
 
 func benchmarkRelay(b *testing.B, sessions int) {
-	h := NewHub(relayInterval, nil, slog.New(slog.DiscardHandler))
+	h := NewHub(HubConfig{Interval: relayInterval, Log: slog.New(slog.DiscardHandler)})
 	srv := relayServer(h)
 	defer srv.Close()
 	wsURL := "ws" + strings.TrimPrefix(srv.URL, "http") + "/?session="
@@ -313,7 +313,7 @@ func benchmarkCPU(b *testing.B, tokens []string, step time.Duration) {
 		clock.Store(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 		now = func() time.Time { return time.Unix(0, clock.Load()) }
 	}
-	h := NewHub(relayInterval, now, slog.New(slog.DiscardHandler))
+	h := NewHub(HubConfig{Interval: relayInterval, Now: now, Log: slog.New(slog.DiscardHandler)})
 	const id = "cpu"
 	cl := newClient()
 	h.subscribe(id, cl, func(Snapshot) []byte { return nil })

@@ -1,11 +1,9 @@
-package web
+package web_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,20 +21,14 @@ import (
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/mcp"
 	"atrium/internal/store"
-	"atrium/internal/tools"
 	"atrium/views"
 )
 
-// mcpTestEnv is a test env with a real Supervisor (no real servers: remote ones point
-// at a closed port and so end up failed).
+// mcpTestEnv is a test env with an admin logged in (the supervisor is real; remote
+// servers point at a closed port and so end up failed).
 func mcpTestEnv(t *testing.T) (*testEnv, *browser) {
 	t.Helper()
 	env := newTestEnv(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sup := mcp.NewSupervisor(tools.NewRegistry(nil, nil), log, env.srv.MCPChanged)
-	sup.BackoffBase, sup.BackoffMax, sup.ConnectTimeout = 5*time.Millisecond, 20*time.Millisecond, 2*time.Second
-	env.srv.MCP = sup
-	t.Cleanup(sup.Close)
 	return env, env.setup()
 }
 
@@ -147,12 +139,12 @@ func TestMCPSettingsCRUDAndSecrets(t *testing.T) {
 	if bytes.Contains(row.Config, []byte(token)) {
 		t.Fatal("the token is in the config JSON")
 	}
-	cfg, err := env.srv.serverConfig(context.Background(), row)
+	cfg, err := env.srv.ServerConfig(context.Background(), row)
 	if err != nil || cfg.BearerToken != token || cfg.Headers["X-Api-Key"] != envSecret+"h" || cfg.CallTimeout != 15*time.Second ||
 		strings.Join(cfg.DenyTools, ",") != "rm,exec" {
 		t.Fatalf("remote config %+v, %v", cfg, err)
 	}
-	local, err := env.srv.serverConfig(context.Background(), env.mcpRow("local"))
+	local, err := env.srv.ServerConfig(context.Background(), env.mcpRow("local"))
 	if err != nil || local.Env["API_KEY"] != envSecret || strings.Join(local.Args, "|") != "--flag|value with space" {
 		t.Fatalf("local config %+v, %v", local, err)
 	}
@@ -182,7 +174,7 @@ func TestMCPSettingsCRUDAndSecrets(t *testing.T) {
 	id := itoa(row.ID)
 	r = admin.post("/settings/mcp/"+id, url.Values{"name": {"remote"}, "transport": {"http"}, "url": {remote + "2"}})
 	wantStatus(t, r, http.StatusSeeOther)
-	cfg, _ = env.srv.serverConfig(context.Background(), env.mcpRow("remote"))
+	cfg, _ = env.srv.ServerConfig(context.Background(), env.mcpRow("remote"))
 	if cfg.BearerToken != token || cfg.Headers["X-Api-Key"] != envSecret+"h" || cfg.URL != remote+"2" {
 		t.Fatalf("after an edit without secrets: %+v", cfg)
 	}
@@ -286,7 +278,7 @@ func TestMCPImportExport(t *testing.T) {
 		t.Fatalf("%d rows after re-import", len(rows))
 	}
 	for _, row := range rows {
-		cfg, err := env.srv.serverConfig(context.Background(), row)
+		cfg, err := env.srv.ServerConfig(context.Background(), row)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -377,41 +369,6 @@ func TestMCPAttachmentFromUnreadyServerSendsNothing(t *testing.T) {
 	// Someone else's session is not found.
 	bob := env.user(admin, "bob")
 	wantStatus(t, bob.get("/s/"+id+"/resources"), http.StatusNotFound)
-}
-
-func TestAttachList(t *testing.T) {
-	for in, want := range map[string]string{
-		`{"attach":"a\nb"}`:          "a\nb",
-		`{"attach":["a\nb","c\nd"]}`: "a\nb|c\nd",
-		`{"attach":null}`:            "",
-		`{}`:                         "",
-	} {
-		var f clientFrame
-		if err := json.Unmarshal([]byte(in), &f); err != nil {
-			t.Fatalf("%s: %v", in, err)
-		}
-		if got := strings.Join(f.Attach, "|"); got != want {
-			t.Errorf("%s: %q, want %q", in, got, want)
-		}
-	}
-	var f clientFrame
-	if err := json.Unmarshal([]byte(`{"attach":{"x":1}}`), &f); err == nil {
-		t.Error("an object was accepted as attachments")
-	}
-}
-
-func TestWriteAttachment(t *testing.T) {
-	var b strings.Builder
-	writeAttachment(&b, "file:///a.md", mcp.ResourceContent{MimeType: "text/markdown", Text: "x ```` y\n"})
-	want := "Attached resource file:///a.md (text/markdown):\n`````\nx ```` y\n`````\n\n"
-	if b.String() != want {
-		t.Errorf("text: %q, want %q", b.String(), want)
-	}
-	b.Reset()
-	writeAttachment(&b, "file:///a.png", mcp.ResourceContent{MimeType: "image/png", BlobBytes: 1234})
-	if !strings.Contains(b.String(), "1234 bytes") || strings.Contains(b.String(), "```") {
-		t.Errorf("binary: %q", b.String())
-	}
 }
 
 func TestMCPSettingsViewEscapesStderr(t *testing.T) {

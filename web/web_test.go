@@ -1,12 +1,10 @@
-package web
+package web_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"html"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -25,12 +23,11 @@ import (
 	"github.com/gorilla/websocket"
 
 	"atrium/internal/agent"
+	"atrium/internal/app"
 	"atrium/internal/config"
-	"atrium/internal/crypto"
 	"atrium/internal/llm/llmtest"
-	"atrium/internal/models"
 	"atrium/internal/store"
-	"atrium/internal/trace"
+	"atrium/web"
 )
 
 // testEnv is the whole program wired like main.go, served by an httptest server.
@@ -39,7 +36,8 @@ type testEnv struct {
 	dir   string
 	db    *store.DB
 	llm   *llmtest.Server
-	srv   *Server
+	app   *app.App
+	srv   *web.Server
 	agent *agent.Agent
 	ts    *httptest.Server
 	clock *clock
@@ -65,46 +63,31 @@ func (c *clock) advance(d time.Duration) {
 
 const testPassword = "correct horse battery"
 
+// newTestEnv builds the app as main does (app.New) on a fresh data directory and serves
+// it with httptest. Closing the last tab stops a reply after 200 ms here.
 func newTestEnv(tb testing.TB) *testEnv {
 	tb.Helper()
-	ctx := context.Background()
 	dir := tb.TempDir()
-	db, err := store.Open(ctx, filepath.Join(dir, "atrium.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	master := make([]byte, crypto.KeySize)
-	csrfKey := make([]byte, 32)
-	_, _ = rand.Read(master)
-	_, _ = rand.Read(csrfKey)
-	keys, err := crypto.NewKeyring(ctx, master, db)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := config.Config{MaxMessageBytes: 100 * 1024, LoginTTL: time.Hour,
+	cfg := config.Config{DataDir: filepath.Join(dir, "data"), MaxMessageBytes: 100 * 1024, LoginTTL: time.Hour,
 		ModelStartTimeout: 5 * time.Second, ModelIdleTimeout: 5 * time.Second, ShutdownTimeout: 5 * time.Second}
 	clk := &clock{}
-	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout, IdleTimeout: cfg.ModelIdleTimeout}
-	hub := NewHub(30*time.Millisecond, nil, log)
-	recorder := trace.NewRecorder(db, trace.NewRedactor())
-	ag := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: hub, Recorder: recorder,
-		Config: agent.Config{MaxMessageBytes: 4 * cfg.MaxMessageBytes}, Log: log})
-	hub.StopUnwatched(func(id string) { ag.Stop(id) }, 200*time.Millisecond)
-	srv := New(Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Models: catalog, Recorder: recorder,
-		CSRFKey: csrfKey, Log: log, Now: clk.now, NewID: uuid.NewString})
-	ts := httptest.NewServer(srv.Handler())
+	a, err := app.New(context.Background(), cfg, app.Options{Now: clk.now, UnwatchedGrace: 200 * time.Millisecond})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// No real MCP servers here: remote ones point at a closed port and fail fast.
+	a.MCP.BackoffBase, a.MCP.BackoffMax, a.MCP.ConnectTimeout = 5*time.Millisecond, 20*time.Millisecond, 2*time.Second
+	ts := httptest.NewServer(a.Handler())
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := ag.Shutdown(ctx); err != nil {
-			tb.Errorf("agent shutdown: %v", err)
+		if err := a.Shutdown(ctx); err != nil {
+			tb.Errorf("shutdown: %v", err)
 		}
-		hub.CloseAll()
 		ts.Close()
+		a.Close()
 	})
-	return &testEnv{t: tb, dir: dir, db: db, llm: llmtest.NewServer(tb), srv: srv, agent: ag, ts: ts, clock: clk}
+	return &testEnv{t: tb, dir: dir, db: a.Store, llm: llmtest.NewServer(tb), app: a, srv: a.Web, agent: a.Agent, ts: ts, clock: clk}
 }
 
 // browser is one cookie jar talking to the server; it never follows redirects.
@@ -264,7 +247,8 @@ func (b *browser) dialOrigin(sessionID, origin string) (*websocket.Conn, *http.R
 	return d.Dial(b.wsURL(sessionID), http.Header{"Origin": {origin}})
 }
 
-// dial opens the chat websocket and reads its first frame (the snapshot).
+// dial opens the chat websocket and reads its first frames: the snapshot, then the MCP
+// indicator.
 func (b *browser) dial(sessionID string) *wsConn {
 	b.env.t.Helper()
 	conn, resp, err := b.dialOrigin(sessionID, b.env.ts.URL)
@@ -279,6 +263,9 @@ func (b *browser) dial(sessionID string) *wsConn {
 	c := &wsConn{t: b.env.t, conn: conn}
 	if first := c.next(); !strings.Contains(first, `id="messages"`) {
 		b.env.t.Fatalf("first frame is not the message snapshot: %.300s", first)
+	}
+	if second := c.next(); !strings.Contains(second, `id="mcp-indicator"`) {
+		b.env.t.Fatalf("second frame is not the MCP indicator: %.300s", second)
 	}
 	return c
 }
@@ -372,7 +359,7 @@ func TestSetupOnlyWhileNoUserExists(t *testing.T) {
 	if n, _ := env.db.CountUsers(context.Background()); n != 1 {
 		t.Errorf("%d users after a second setup, want 1", n)
 	}
-	if other.cookie(loginCookie) != nil {
+	if other.cookie(web.LoginCookie) != nil {
 		t.Error("a second setup logged its browser in")
 	}
 	wantRedirect(t, other.get("/"), "/login")
@@ -391,7 +378,7 @@ func TestLogin(t *testing.T) {
 		if !strings.Contains(r.body, "Wrong username or password") || !strings.Contains(r.body, `data-testid="login-form"`) {
 			t.Errorf("no error on the login page: %.400s", r.body)
 		}
-		if b.cookie(loginCookie) != nil {
+		if b.cookie(web.LoginCookie) != nil {
 			t.Error("a failed login set a login cookie")
 		}
 	})
@@ -400,7 +387,7 @@ func TestLogin(t *testing.T) {
 		b := env.browser()
 		r := b.post("/login", url.Values{"username": {"admin"}, "password": {testPassword}})
 		wantRedirect(t, r, "/")
-		ck := findCookie(r.Cookies(), loginCookie)
+		ck := findCookie(r.Cookies(), web.LoginCookie)
 		if ck == nil || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Secure {
 			t.Errorf("login cookie %+v, want HttpOnly, SameSite=Lax, not Secure over http", ck)
 		}
@@ -412,20 +399,20 @@ func TestLogin(t *testing.T) {
 		r = b.postRaw("/login", url.Values{"username": {"admin"}, "password": {testPassword}, "_csrf": {b.token()}},
 			http.Header{"X-Forwarded-Proto": {"https"}})
 		wantRedirect(t, r, "/")
-		if ck := findCookie(r.Cookies(), loginCookie); ck == nil || !ck.Secure || !ck.HttpOnly {
+		if ck := findCookie(r.Cookies(), web.LoginCookie); ck == nil || !ck.Secure || !ck.HttpOnly {
 			t.Errorf("behind an https proxy the login cookie is %+v, want Secure", ck)
 		}
 	})
 
 	t.Run("logout ends the login", func(t *testing.T) {
 		b := env.login("admin", testPassword)
-		old := b.cookie(loginCookie).Value
+		old := b.cookie(web.LoginCookie).Value
 		wantRedirect(t, b.post("/logout", nil), "/login")
 		wantRedirect(t, b.get("/"), "/login")
 		// Even a browser that kept the old cookie is logged out.
 		replay := env.browser()
 		u, _ := url.Parse(env.ts.URL)
-		replay.jar.SetCookies(u, []*http.Cookie{{Name: loginCookie, Value: old, Path: "/"}})
+		replay.jar.SetCookies(u, []*http.Cookie{{Name: web.LoginCookie, Value: old, Path: "/"}})
 		wantRedirect(t, replay.get("/"), "/login")
 		wantStatus(t, admin.get("/"), http.StatusOK) // other logins are untouched
 	})
@@ -464,7 +451,7 @@ func TestLogin(t *testing.T) {
 		if !strings.Contains(r.body, "Too many failed logins") {
 			t.Errorf("429 page without an explanation: %.300s", r.body)
 		}
-		if b.cookie(loginCookie) != nil {
+		if b.cookie(web.LoginCookie) != nil {
 			t.Error("logged in despite the lockout")
 		}
 		env.login("admin", testPassword) // another username is not locked out

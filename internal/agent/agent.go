@@ -22,7 +22,6 @@ import (
 	"atrium/internal/llm"
 	"atrium/internal/store"
 	"atrium/internal/tools"
-	"atrium/internal/trace"
 )
 
 // Resolver turns a session's model choice ("providerID:model", or "" for the default) into
@@ -30,9 +29,11 @@ import (
 // what to fix (e.g. "No model is configured...").
 type Resolver func(ctx context.Context, model string) (llm.Provider, string, error)
 
-// Sink receives every event of every run, in order per session. Publish must not block
-// for long: it is called from the run's goroutine. It must not call Send, which may wait
-// for the EventFinal being published to be delivered.
+// Sink consumes the event stream: every event of every run, in order per run and per
+// session. Publish is called from the run's goroutine, so it must not block for long
+// (a slow consumer delays the reply), must treat the event's payloads as read-only,
+// and must not call Send, which may wait for the EventFinal being published to be
+// delivered.
 type Sink interface {
 	Publish(Event)
 }
@@ -55,16 +56,14 @@ const DefaultSystemPrompt = "You are Atrium, a helpful assistant. Answer clearly
 
 // Deps are what an Agent works with. Store and Resolve are required.
 type Deps struct {
-	Store    *store.DB
-	Resolve  Resolver
-	Sink     Sink
-	Tools    *tools.Registry // nil: no tools
-	Recorder *trace.Recorder // nil: nothing recorded
-	Tokens   contextwin.Tokenizer
-	Config   Config
-	Now      func() time.Time
-	NewID    func() string // run ids
-	Log      *slog.Logger
+	Store   *store.DB
+	Resolve Resolver
+	Tools   *tools.Registry // nil: no tools
+	Tokens  contextwin.Tokenizer
+	Config  Config
+	Now     func() time.Time
+	NewID   func() string // run ids
+	Log     *slog.Logger
 }
 
 // Agent owns the in-flight runs. It is safe for concurrent use.
@@ -72,6 +71,8 @@ type Agent struct {
 	Deps
 	cfg      Config
 	instance string // this process, in lease holder names
+
+	sinks []Sink // see Subscribe
 
 	base       context.Context // background work (summary folds); cancelled by Shutdown
 	cancelBase context.CancelFunc
@@ -146,6 +147,11 @@ func New(d Deps) *Agent {
 	return &Agent{Deps: d, cfg: c, instance: uuid.NewString()[:8], base: base, cancelBase: cancel,
 		runs: map[string]*run{}, queued: map[string]queuedSend{}, folding: map[string]bool{}}
 }
+
+// Subscribe adds a consumer of the event stream: every event of every run reaches each
+// consumer, in the order they subscribed (e.g. the websocket hub, then the recorder).
+// Call it before the first Send; it is not safe to call concurrently with runs.
+func (a *Agent) Subscribe(s Sink) { a.sinks = append(a.sinks, s) }
 
 // ValidateText checks a user message before anything is stored.
 func (a *Agent) ValidateText(text string) error {
@@ -245,7 +251,7 @@ func (a *Agent) begin(ctx context.Context, r *run, s store.Session, text string)
 		a.releaseLease(r, s)
 		return nil, fmt.Errorf("agent: save user message: %w", err)
 	}
-	a.publish(Event{Kind: EventUserMessage, SessionID: s.ID, Message: user})
+	a.publish(Event{Kind: EventUserMessage, RunID: r.id, SessionID: s.ID, OwnerID: s.OwnerID, Message: user})
 	return user, nil
 }
 
@@ -312,8 +318,8 @@ func (a *Agent) publish(ev Event) {
 	if ev.At.IsZero() {
 		ev.At = a.Now()
 	}
-	if a.Sink != nil {
-		a.Sink.Publish(ev)
+	for _, sink := range a.sinks {
+		sink.Publish(ev)
 	}
 }
 

@@ -2,11 +2,7 @@ package agent_test
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +10,8 @@ import (
 	"time"
 
 	"atrium/internal/agent"
-	"atrium/internal/crypto"
+	"atrium/internal/app"
+	"atrium/internal/config"
 	"atrium/internal/errs"
 	"atrium/internal/llm"
 	"atrium/internal/llm/llmtest"
@@ -105,47 +102,39 @@ type harness struct {
 	sink    *recorder
 	agent   *agent.Agent
 	session store.Session
-	tools   *tools.Registry // nil unless options asked for tools
-	trace   *trace.Recorder // nil unless options.trace
-	deps    agent.Deps      // what agent was built with, for a second "process" on the same database
+	tools   *tools.Registry
+	trace   *trace.Recorder
+	cfg     config.Config // what the app was built with, for a second "process" on the same data
+	opts    app.Options
 }
 
 type options struct {
 	noProvider bool
 	apiKey     string
 	cfg        agent.Config
-	builtins   bool         // register the built-in tools (task tools on the store)
 	tools      []tools.Tool // more tools, registered after the built-ins
-	trace      bool         // record runs with a trace.Recorder; provider requests are captured
-	now        func() time.Time
 }
 
 const apiKey = "sk-test-SECRET-abcdef123456"
 
+// newHarness builds the app as main does, on a fresh data directory, with a fake model
+// configured (unless noProvider) and a session owned by "ann".
 func newHarness(t *testing.T, o options) *harness {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "atrium.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	master := make([]byte, crypto.KeySize)
-	if _, err := rand.Read(master); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := crypto.NewKeyring(ctx, master, db)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fake := llmtest.NewServer(t)
+	sink := newRecorder()
+	cfg := config.Config{DataDir: t.TempDir(), ModelStartTimeout: 200 * time.Millisecond, ModelIdleTimeout: 200 * time.Millisecond}
+	opts := app.Options{Agent: o.cfg, Tools: o.tools, Sinks: []agent.Sink{sink}}
+	a := startApp(t, cfg, opts)
+	db := a.Store
 	if !o.noProvider {
 		p := &store.Provider{Name: "Fake", Kind: store.KindOpenAI, BaseURL: fake.URL(), Models: []string{"fake-model"}}
 		if err := db.CreateProvider(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 		if o.apiKey != "" {
-			sealed, err := keys.Seal(ctx, 0, []byte(o.apiKey), models.KeyAD(p.ID))
+			sealed, err := a.Keys.Seal(ctx, 0, []byte(o.apiKey), models.KeyAD(p.ID))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,26 +147,6 @@ func newHarness(t *testing.T, o options) *harness {
 			t.Fatal(err)
 		}
 	}
-	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond}
-	var rec *trace.Recorder
-	if o.trace {
-		rec = trace.NewRecorder(db, trace.NewRedactor())
-		catalog.Redactor = rec.Redactor()
-	}
-	var reg *tools.Registry
-	if o.builtins || len(o.tools) > 0 {
-		reg = tools.NewRegistry(db.SQL, tools.HashEmbedder{})
-		if o.builtins {
-			if err := tools.RegisterBuiltins(reg, o.now, db); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, tool := range o.tools {
-			if err := reg.Register(tool); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	u := &store.User{Username: "ann", PasswordHash: "x", Role: store.RoleUser}
 	if err := db.CreateUser(ctx, u); err != nil {
 		t.Fatal(err)
@@ -186,20 +155,27 @@ func newHarness(t *testing.T, o options) *harness {
 	if err := db.CreateSession(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	sink := newRecorder()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	deps := agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: sink, Config: o.cfg, Log: log,
-		Tools: reg, Recorder: rec, Now: o.now}
-	a := agent.New(deps)
-	// Never leave a run writing into a closed database.
+	return &harness{db: db, llm: fake, sink: sink, agent: a.Agent, session: *s, tools: a.Tools, trace: a.Recorder,
+		cfg: cfg, opts: opts}
+}
+
+// startApp builds Atrium with app.New and shuts it down when the test ends, so that no
+// run is left writing into a closed database.
+func startApp(t *testing.T, cfg config.Config, opts app.Options) *app.App {
+	t.Helper()
+	a, err := app.New(context.Background(), cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := a.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
+		a.Close()
 	})
-	return &harness{db: db, llm: fake, sink: sink, agent: a, session: *s, tools: reg, trace: rec, deps: deps}
+	return a
 }
 
 func (h *harness) messages(t *testing.T) []store.Message {
@@ -236,9 +212,14 @@ func TestReplyIsStreamedAndCommitted(t *testing.T) {
 	evs := h.sink.all()
 	var kinds []agent.EventKind
 	var streamed strings.Builder
-	for _, ev := range evs {
+	runID := evs[0].RunID
+	for i, ev := range evs {
 		if ev.SessionID != h.session.ID {
 			t.Errorf("event for session %q", ev.SessionID)
+		}
+		// One run: every event carries its id, and its run events are numbered 1, 2, …
+		if ev.RunID != runID || runID == "" || (i > 0 && ev.Seq != i) {
+			t.Errorf("event %d (%s): run %q seq %d, want run %q seq %d", i, ev.Kind, ev.RunID, ev.Seq, runID, i)
 		}
 		if len(kinds) == 0 || kinds[len(kinds)-1] != ev.Kind {
 			kinds = append(kinds, ev.Kind)
@@ -247,7 +228,8 @@ func TestReplyIsStreamedAndCommitted(t *testing.T) {
 			streamed.WriteString(ev.Text)
 		}
 	}
-	want := []agent.EventKind{agent.EventUserMessage, agent.EventRunStarted, agent.EventContext, agent.EventText, agent.EventFinal}
+	want := []agent.EventKind{agent.EventUserMessage, agent.EventRunStarted, agent.EventContext, agent.EventToolsSelected,
+		agent.EventModelRequest, agent.EventText, agent.EventModelResponse, agent.EventFinal, agent.EventRunEnded}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("event kinds (runs collapsed) = %v, want %v", kinds, want)
 	}
@@ -351,8 +333,9 @@ func TestSendRightAfterFinal(t *testing.T) {
 		}
 	}
 	// The next turn's events come after the previous final, never interleaved.
-	want := []agent.EventKind{agent.EventUserMessage, agent.EventRunStarted, agent.EventContext, agent.EventFinal,
-		agent.EventUserMessage, agent.EventRunStarted, agent.EventContext, agent.EventFinal}
+	turn := []agent.EventKind{agent.EventUserMessage, agent.EventRunStarted, agent.EventContext, agent.EventToolsSelected,
+		agent.EventModelRequest, agent.EventModelResponse, agent.EventFinal, agent.EventRunEnded}
+	want := append(slices.Clone(turn), turn...)
 	if !slices.Equal(kinds, want) {
 		t.Errorf("events %v, want %v", kinds, want)
 	}

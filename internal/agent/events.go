@@ -12,32 +12,98 @@ import (
 // EventKind says what happened.
 type EventKind int
 
+// Session events concern a chat rather than one run; their RunID is empty (except
+// EventUserMessage, which carries the run it starts).
 const (
-	EventUserMessage   EventKind = iota // Message: the committed user message
-	EventQueued                         // Text: a message waiting for the current reply to end
-	EventRunStarted                     // a reply is being generated (Model set)
-	EventContext                        // Report: what went into the model's context this step
-	EventText                           // Text: a delta of the reply
-	EventReasoning                      // Text: a delta of reasoning/thinking
-	EventAssistantStep                  // Message: a committed assistant message that called tools; a new reply follows
-	EventToolStarted                    // ToolCall: a tool is running
-	EventToolResult                     // ToolCall, Result, Message (the committed tool message)
-	EventTaskState                      // State: the session's task state changed
-	EventFinal                          // Message: the committed final assistant message (complete, stopped or error)
-	EventNotice                         // Text: something the user should know that is not a message
+	EventUserMessage EventKind = iota // Message: the committed user message
+	EventQueued                       // Text: a message waiting for the current reply to end
+	EventNotice                       // Text: something the user should know that is not a message
+	EventTaskState                    // State: the session's task state changed
 )
 
-// Event is one step of a run. The same stream feeds the UI (the websocket hub); the
-// recorder writes the call chain from the run itself.
+// Run events, each with RunID and Seq (1, 2, … in the order they happened). A run
+// starts with EventRunStarted (or, when no model could be resolved, with EventError),
+// has one EventFinal when its reply is committed and ends with EventRunEnded, after any
+// summary update that follows the reply.
+const (
+	EventRunStarted    EventKind = iota + 100 // Model: the resolved model
+	EventContext                              // Step, Report: what went into the model's context
+	EventToolsSelected                        // Step, Selection: which tools were offered
+	EventModelRequest                         // Step, Request: the request as built, before it is sent
+	EventText                                 // Text: a delta of the reply
+	EventReasoning                            // Text: a delta of reasoning/thinking
+	EventModelResponse                        // Step, Response, Wire (the bytes sent), Err, Duration
+	EventAssistantStep                        // Message: a committed assistant message that called tools; a new reply follows
+	EventToolStarted                          // ToolCall: a tool is running
+	EventToolResult                           // ToolCall, Result, Message (the committed tool message)
+	EventSummary                              // Summary: a rolling-summary update (after EventFinal)
+	EventMemory                               // reserved: memory lookups and writes
+	EventError                                // Err: what failed; Text: what the user is told
+	EventFinal                                // Message: the committed final assistant message (complete, stopped or error)
+	EventRunEnded                             // Totals: the run is over; nothing more follows
+)
+
+// String names the kind, for logs and the trace.
+func (k EventKind) String() string {
+	if n, ok := eventNames[k]; ok {
+		return n
+	}
+	return "unknown"
+}
+
+var eventNames = map[EventKind]string{
+	EventUserMessage: "user_message", EventQueued: "queued", EventNotice: "notice", EventTaskState: "task_state",
+	EventRunStarted: "run_started", EventContext: "context", EventToolsSelected: "tools_selected",
+	EventModelRequest: "model_request", EventText: "text", EventReasoning: "reasoning",
+	EventModelResponse: "model_response", EventAssistantStep: "assistant_step", EventToolStarted: "tool_started",
+	EventToolResult: "tool_result", EventSummary: "summary", EventMemory: "memory", EventError: "error",
+	EventFinal: "final", EventRunEnded: "run_ended",
+}
+
+// Event is one step of a run, or of a session between runs. One ordered stream of
+// them feeds every consumer (the websocket hub, the recorder, metrics): a consumer
+// renders or stores what it needs and ignores the rest. Payload pointers are shared
+// by all consumers and must be treated as read-only.
 type Event struct {
 	Kind      EventKind
+	RunID     string // the run this event belongs to ("" for session events)
+	Seq       int    // position in the run, from 1; 0 for session events
 	SessionID string
+	OwnerID   int64
+	At        time.Time
+	Step      int // the model step (1…MaxSteps) for per-step events
+
 	Message   *store.Message
 	Text      string
 	Model     string
+	Request   *llm.Request
+	Response  *llm.Response
+	Wire      *llm.HTTPRequest // the model request as it went on the wire, when captured
 	ToolCall  *llm.ToolCall
 	Result    *tools.Result
 	Report    *contextwin.Report
+	Selection *tools.Selection
+	Summary   *SummaryUpdate
+	Totals    *RunTotals
 	State     []byte
-	At        time.Time
+	Err       error
+	Duration  time.Duration // model call or summary duration
+}
+
+// SummaryUpdate is one fold of older turns into the rolling summary.
+type SummaryUpdate struct {
+	FromSeq, ToSeq    int64 // the messages folded
+	PreviousWatermark int64
+	Summary           string // the new summary ("" when the fold failed)
+	Tokens            int
+}
+
+// RunTotals close a run.
+type RunTotals struct {
+	Status       string // a store.Status* of the final message
+	Error        string // what the user was told, if anything
+	InputTokens  int
+	OutputTokens int
+	Steps        int
+	StartedAt    time.Time
 }

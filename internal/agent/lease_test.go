@@ -100,14 +100,9 @@ func TestConcurrentSendsDoNotInterleave(t *testing.T) {
 		h := newHarness(t, options{})
 		echoReplies(h)
 		other := newRecorder()
-		deps := h.deps
-		deps.Sink = other
-		b := agent.New(deps)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			b.Shutdown(ctx)
-		})
+		opts := h.opts
+		opts.Sinks = []agent.Sink{other}
+		b := startApp(t, h.cfg, opts).Agent
 		agents := []*agent.Agent{h.agent, b}
 		texts := []string{"from process A", "from process B"}
 

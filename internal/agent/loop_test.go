@@ -191,7 +191,7 @@ func failingTool(name string, err error) tools.Tool {
 // answered with a structured error that the model sees right after its call, and the
 // turn goes on to a final reply.
 func TestUnknownToolResultGoesBackToModel(t *testing.T) {
-	h := newHarness(t, options{builtins: true})
+	h := newHarness(t, options{})
 	h.llm.Enqueue(
 		llmtest.Reply{ToolCalls: calls(llmtest.ToolCall{ID: "call_nope", Name: "nope", Arguments: `{"x":1}`})},
 		llmtest.Reply{Text: []string{"I have no tool called nope."}},
@@ -403,7 +403,7 @@ func TestToolTimeout(t *testing.T) {
 // TestStepLimit: a model that never stops calling tools is cut off at MaxSteps model
 // calls with a final message saying so.
 func TestStepLimit(t *testing.T) {
-	h := newHarness(t, options{builtins: true, cfg: agent.Config{MaxSteps: 3}})
+	h := newHarness(t, options{cfg: agent.Config{MaxSteps: 3}})
 	var n atomic.Int32
 	h.llm.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
 		id := fmt.Sprintf("call_%d", n.Add(1))
@@ -443,7 +443,7 @@ func TestStepLimit(t *testing.T) {
 // TestBuiltinToolsThroughTheLoop: the calculator answers; task_update saves the goal
 // and stage, tells the UI, and the next model request has them in its pinned zone.
 func TestBuiltinToolsThroughTheLoop(t *testing.T) {
-	h := newHarness(t, options{builtins: true, cfg: agent.Config{SystemPrompt: "Be brief."}})
+	h := newHarness(t, options{cfg: agent.Config{SystemPrompt: "Be brief."}})
 	h.llm.Enqueue(
 		llmtest.Reply{ToolCalls: calls(
 			llmtest.ToolCall{ID: "c1", Name: "calculator", Arguments: `{"expression":"(2 + 3)^2 * sqrt(16)"}`},

@@ -7,7 +7,6 @@ import (
 	"atrium/internal/contextwin"
 	"atrium/internal/llm"
 	"atrium/internal/store"
-	"atrium/internal/trace"
 )
 
 // foldBatch bounds how many old messages one summary update reads.
@@ -27,7 +26,7 @@ func (a *Agent) foldLater(t *turn) {
 	}
 	a.mu.Unlock()
 	if !start {
-		t.endRecord()
+		t.end()
 		return
 	}
 	go func() {
@@ -38,7 +37,7 @@ func (a *Agent) foldLater(t *turn) {
 			a.mu.Unlock()
 		}()
 		t.fold(a.base)
-		t.endRecord()
+		t.end()
 	}()
 }
 
@@ -76,14 +75,11 @@ func (t *turn) fold(base context.Context) {
 	if err == nil {
 		_, err = a.Store.AdvanceSessionSummary(ctx, t.s.ID, t.s.OwnerID, summary, last)
 	}
-	status := trace.SpanOK
 	if err != nil {
-		status = trace.SpanError
 		a.Log.Warn("agent: summary not updated; older turns stay verbatim", "session", t.s.ID, "err", err)
 	}
-	_ = t.rec.Record(ctx, trace.KindSummary, "fold", map[string]any{
-		"from_seq": turns[0].Seq, "to_seq": last, "previous_watermark": t.summarySeq, "summary": summary,
-	}, started, status, err, 0, a.Tokens.Count(summary))
+	t.emit(Event{Kind: EventSummary, Err: err, Duration: a.Now().Sub(started), Summary: &SummaryUpdate{
+		FromSeq: turns[0].Seq, ToSeq: last, PreviousWatermark: t.summarySeq, Summary: summary, Tokens: a.Tokens.Count(summary)}})
 }
 
 // wholeTurns returns the messages of msgs before seq limit, ending before the last user

@@ -131,7 +131,7 @@ func TestOldTurnsAreFoldedIntoSummary(t *testing.T) {
 // TestFailedSummaryKeepsTurnsVerbatim: when the summary call fails the watermark
 // stays, the failure is recorded, and the next request still carries the old turns.
 func TestFailedSummaryKeepsTurnsVerbatim(t *testing.T) {
-	h := newHarness(t, options{cfg: smallWindow, trace: true})
+	h := newHarness(t, options{cfg: smallWindow})
 	seedTurns(t, h, "first", "second", "third")
 	h.llm.Enqueue(
 		llmtest.Reply{Text: []string{"fourth answer"}},

@@ -67,7 +67,7 @@ func columnsContaining(t *testing.T, db *store.DB, needle string, tables ...stri
 // and which never stores the API key.
 func TestTurnIsRecorded(t *testing.T) {
 	const key = "sk-test-supersecret-123456"
-	h := newHarness(t, options{builtins: true, trace: true, apiKey: key})
+	h := newHarness(t, options{apiKey: key})
 	h.llm.Enqueue(
 		llmtest.Reply{ToolCalls: calls(llmtest.ToolCall{ID: "c1", Name: "calculator", Arguments: `{"expression":"6*7"}`}),
 			Usage: &llm.Usage{InputTokens: 120, OutputTokens: 8}},

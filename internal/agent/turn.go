@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"atrium/internal/contextwin"
@@ -12,7 +13,6 @@ import (
 	"atrium/internal/llm"
 	"atrium/internal/store"
 	"atrium/internal/tools"
-	"atrium/internal/trace"
 )
 
 // turn is one run: the model steps and tool calls answering one user message.
@@ -20,7 +20,8 @@ type turn struct {
 	a        *Agent
 	r        *run
 	s        store.Session
-	rec      *trace.Run // nil-safe: records nothing when the recorder is off or failed
+	seq      atomic.Int32 // the last event's Seq
+	started  time.Time
 	provider llm.Provider
 	model    string
 	query    string // the user message the turn answers (for tool selection)
@@ -39,34 +40,27 @@ func (a *Agent) runTurn(ctx context.Context, r *run, s store.Session, user *stor
 	defer a.releaseLease(r, s)
 	defer stopLease()
 
-	t := &turn{a: a, r: r, s: s, query: user.Content}
-	if a.Recorder != nil {
-		rec, err := a.Recorder.StartRun(ctx, r.id, s.ID, s.OwnerID, s.Model)
-		if err != nil {
-			a.Log.Warn("agent: start trace", "session", s.ID, "err", err)
-		}
-		t.rec = rec
-	}
+	t := &turn{a: a, r: r, s: s, query: user.Content, started: a.Now()}
 	t.final = &store.Message{SessionID: s.ID, Role: store.RoleAssistant, Status: store.StatusComplete}
 	t.loop(ctx)
 	t.commitFinal()
 	a.foldLater(t)
 }
 
-// endRecord closes the turn's trace run with its outcome.
-func (t *turn) endRecord() {
-	status := trace.StatusComplete
-	switch t.final.Status {
-	case store.StatusStopped:
-		status = trace.StatusStopped
-	case store.StatusError:
-		status = trace.StatusError
+// emit publishes one event of this run, numbered in order.
+func (t *turn) emit(ev Event) {
+	ev.RunID, ev.Seq = t.r.id, int(t.seq.Add(1))
+	ev.SessionID, ev.OwnerID = t.s.ID, t.s.OwnerID
+	if ev.Step == 0 {
+		ev.Step = t.steps
 	}
-	var runErr error
-	if t.final.Error != "" {
-		runErr = errors.New(t.final.Error)
-	}
-	_ = t.rec.End(context.Background(), status, runErr, t.inTok, t.outTok, t.steps)
+	t.a.publish(ev)
+}
+
+// end closes the run with its outcome: the last event of the run.
+func (t *turn) end() {
+	t.emit(Event{Kind: EventRunEnded, Totals: &RunTotals{Status: t.final.Status, Error: t.final.Error,
+		InputTokens: t.inTok, OutputTokens: t.outTok, Steps: t.steps, StartedAt: t.started}})
 }
 
 // stopped marks the final message stopped when ctx was cancelled (Stop, shutdown, lost
@@ -85,8 +79,10 @@ func (t *turn) stopped(ctx context.Context) bool {
 	return true
 }
 
-func (t *turn) fail(msg string) {
+// fail ends the reply with an error: msg is what the user is told, cause what went wrong.
+func (t *turn) fail(msg string, cause error) {
 	t.final.Status, t.final.Error = store.StatusError, msg
+	t.emit(Event{Kind: EventError, Text: msg, Err: cause})
 }
 
 // loop calls the model and runs tools until a final reply, a failure or the step limit.
@@ -95,12 +91,12 @@ func (t *turn) loop(ctx context.Context) {
 	provider, model, err := a.Resolve(ctx, t.s.Model)
 	if err != nil {
 		if !t.stopped(ctx) {
-			t.fail(errs.Message(err))
+			t.fail(errs.Message(err), err)
 		}
 		return
 	}
 	t.provider, t.model, t.final.Model = provider, model, model
-	a.publish(Event{Kind: EventRunStarted, SessionID: t.s.ID, Model: model})
+	t.emit(Event{Kind: EventRunStarted, Model: model})
 
 	for t.steps < a.cfg.MaxSteps {
 		t.steps++
@@ -108,7 +104,7 @@ func (t *turn) loop(ctx context.Context) {
 		if err != nil {
 			if !t.stopped(ctx) {
 				a.Log.Error("agent: prepare context", "session", t.s.ID, "err", err)
-				t.fail("Could not read the conversation history.")
+				t.fail("Could not read the conversation history.", err)
 			}
 			return
 		}
@@ -117,11 +113,12 @@ func (t *turn) loop(ctx context.Context) {
 		t.final.Tokens = resp.Usage.OutputTokens
 		if err != nil {
 			if !t.stopped(ctx) {
-				t.fail(err.Error())
+				msg := "The model call failed."
 				var pe *llm.Error
-				if !errors.As(err, &pe) {
-					t.final.Error = "The model call failed."
+				if errors.As(err, &pe) {
+					msg = err.Error()
 				}
+				t.fail(msg, err)
 				a.Log.Warn("agent: model call failed", "session", t.s.ID, "model", model, "err", err)
 			}
 			return
@@ -171,21 +168,10 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 	llmMsgs, report := contextwin.Assemble(in, a.cfg.Budgets, a.Tokens)
 	t.unsummarised, t.summary, t.summarySeq = report.Unsummarised, sess.Summary, sess.SummarySeq
 
-	_ = t.rec.Record(ctx, trace.KindContext, fmt.Sprintf("step %d", t.steps), contextData(report), started, trace.SpanOK, nil, 0, 0)
-	_ = t.rec.Record(ctx, trace.KindToolSelection, sel.Reason, sel, started, trace.SpanOK, nil, 0, 0)
-	a.publish(Event{Kind: EventContext, SessionID: t.s.ID, Report: &report})
+	took := a.Now().Sub(started)
+	t.emit(Event{Kind: EventContext, Report: &report, Duration: took})
+	t.emit(Event{Kind: EventToolsSelected, Selection: &sel, Duration: took})
 	return llm.Request{Model: t.model, Messages: llmMsgs, Tools: specs}, nil
-}
-
-// contextData is what the context span keeps: zones, what was included and what was cut
-// and why (seqs, not message bodies, which are in the messages table).
-func contextData(r contextwin.Report) map[string]any {
-	uns := make([]int64, len(r.Unsummarised))
-	for i, m := range r.Unsummarised {
-		uns[i] = m.Seq
-	}
-	return map[string]any{"zones": r.Zones, "included": r.Included, "cut": r.Cut,
-		"unsummarised": uns, "interrupted": r.Interrupted}
 }
 
 // recentTools lists the tools called in the loaded history, newest first.
@@ -204,29 +190,25 @@ func recentTools(msgs []store.Message) []string {
 	return out
 }
 
-// callModel streams one model call to the sink and records the request exactly as sent.
+// callModel streams one model call as events, the request exactly as sent included.
 func (t *turn) callModel(ctx context.Context, req llm.Request) (llm.Response, error) {
 	a := t.a
 	started := a.Now()
-	span, _ := t.rec.Span(ctx, trace.KindModelRequest, t.model, nil)
-	var sent *trace.HTTPRequest
-	cctx := trace.WithCapture(ctx, func(h *trace.HTTPRequest) { sent = h })
+	t.emit(Event{Kind: EventModelRequest, Model: t.model, Request: &req})
+	var sent *llm.HTTPRequest
+	cctx := llm.WithCapture(ctx, func(h *llm.HTTPRequest) { sent = h })
 	resp, err := t.provider.Stream(cctx, req, func(ev llm.Event) {
 		switch ev.Kind {
 		case llm.EventText:
-			a.publish(Event{Kind: EventText, SessionID: t.s.ID, Text: ev.Text})
+			t.emit(Event{Kind: EventText, Text: ev.Text})
 		case llm.EventReasoning:
-			a.publish(Event{Kind: EventReasoning, SessionID: t.s.ID, Text: ev.Text})
+			t.emit(Event{Kind: EventReasoning, Text: ev.Text})
 		}
 	})
 	t.inTok += resp.Usage.InputTokens
 	t.outTok += resp.Usage.OutputTokens
-	status := trace.SpanOK
-	if err != nil {
-		status = trace.SpanError
-	}
-	_ = span.End(ctx, status, err, resp.Usage.InputTokens, 0, trace.ModelRequest{Request: req, HTTP: sent})
-	_ = t.rec.Record(ctx, trace.KindModelResponse, t.model, resp, started, status, err, 0, resp.Usage.OutputTokens)
+	t.emit(Event{Kind: EventModelResponse, Model: t.model, Request: &req, Response: &resp, Wire: sent, Err: err,
+		Duration: a.Now().Sub(started)})
 	a.Log.Info("agent: model call", "session", t.s.ID, "model", t.model, "step", t.steps,
 		"tool_calls", len(resp.ToolCalls), "tokens", resp.Usage.OutputTokens, "duration", a.Now().Sub(started), "ok", err == nil)
 	return resp, err
@@ -237,25 +219,25 @@ func (t *turn) callModel(ctx context.Context, req llm.Request) (llm.Response, er
 func (t *turn) commitStep(resp llm.Response) bool {
 	calls, err := json.Marshal(resp.ToolCalls)
 	if err != nil {
-		t.fail("The model's tool calls could not be saved.")
+		t.fail("The model's tool calls could not be saved.", err)
 		return false
 	}
 	m := t.final
 	m.ToolCalls = calls
 	m.Tokens = t.a.countTokens(m)
 	if err := t.save(m); err != nil {
-		t.fail("The reply could not be saved.")
+		t.fail("The reply could not be saved.", err)
 		t.final = &store.Message{SessionID: t.s.ID, Role: store.RoleAssistant, Status: store.StatusError, Error: "The reply could not be saved.", Model: t.model}
 		return false
 	}
-	t.a.publish(Event{Kind: EventAssistantStep, SessionID: t.s.ID, Message: m})
+	t.emit(Event{Kind: EventAssistantStep, Message: m})
 	return true
 }
 
 // runTool executes one call and commits its result (errors included) as a tool message.
 func (t *turn) runTool(ctx context.Context, call llm.ToolCall) {
 	a := t.a
-	a.publish(Event{Kind: EventToolStarted, SessionID: t.s.ID, ToolCall: &call})
+	t.emit(Event{Kind: EventToolStarted, ToolCall: &call})
 	started := a.Now()
 	res := a.Tools.Dispatch(ctx, t.s.ID, t.s.OwnerID, call)
 	status := store.StatusComplete
@@ -268,29 +250,12 @@ func (t *turn) runTool(ctx context.Context, call llm.ToolCall) {
 	if err := t.save(m); err != nil {
 		a.Log.Error("agent: save tool result", "session", t.s.ID, "tool", call.Name, "err", err)
 	}
-	spanStatus := trace.SpanOK
-	var spanErr error
-	if res.IsError {
-		spanStatus, spanErr = trace.SpanError, errors.New(res.Code)
-	}
-	_ = t.rec.Record(ctx, trace.KindToolCall, call.Name, map[string]any{
-		"id": call.ID, "arguments": rawJSON(call.Arguments), "result": rawJSON(res.Content), "code": res.Code,
-	}, started, spanStatus, spanErr, 0, 0)
-	a.publish(Event{Kind: EventToolResult, SessionID: t.s.ID, ToolCall: &call, Result: &res, Message: m})
+	t.emit(Event{Kind: EventToolResult, ToolCall: &call, Result: &res, Message: m, Duration: a.Now().Sub(started)})
 	if call.Name == "task_update" && !res.IsError {
 		if sess, err := a.Store.SessionForOwner(context.Background(), t.s.ID, t.s.OwnerID); err == nil {
-			a.publish(Event{Kind: EventTaskState, SessionID: t.s.ID, State: sess.State})
+			a.publish(Event{Kind: EventTaskState, SessionID: t.s.ID, OwnerID: t.s.OwnerID, State: sess.State})
 		}
 	}
-}
-
-// rawJSON keeps valid JSON as JSON in span data (so redaction sees its keys) and
-// anything else as a string.
-func rawJSON(s string) any {
-	if json.Valid([]byte(s)) {
-		return json.RawMessage(s)
-	}
-	return s
 }
 
 // save commits m with a fresh context: the run's own may be cancelled (Stop, shutdown).
@@ -308,12 +273,10 @@ func (t *turn) commitFinal() {
 		t.a.Log.Error("agent: save reply", "session", t.s.ID, "err", err)
 		m.Status, m.Error = store.StatusError, "The reply could not be saved."
 	}
-	_ = t.rec.Record(context.Background(), trace.KindFinal, m.Status, map[string]any{"seq": m.Seq, "status": m.Status,
-		"error": m.Error, "chars": len(m.Content)}, t.a.Now(), trace.SpanOK, nil, 0, m.Tokens)
 	t.a.mu.Lock()
 	t.r.ending = true
 	t.a.mu.Unlock()
-	t.a.publish(Event{Kind: EventFinal, SessionID: t.s.ID, Message: m})
+	t.emit(Event{Kind: EventFinal, Message: m})
 }
 
 // countTokens is the context cost of a message (content, tool calls, chat overhead),

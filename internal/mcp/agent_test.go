@@ -2,11 +2,7 @@ package mcp_test
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,7 +13,8 @@ import (
 	"time"
 
 	"atrium/internal/agent"
-	"atrium/internal/crypto"
+	"atrium/internal/app"
+	"atrium/internal/config"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/mcp"
 	"atrium/internal/models"
@@ -102,23 +99,36 @@ type chat struct {
 	finals   int // replies waited for so far
 }
 
+// newChat builds the app as main does, with a fake model and a session owned by "ann";
+// tests add MCP servers to its supervisor.
 func newChat(t *testing.T) *chat {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "atrium.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	master := make([]byte, crypto.KeySize)
-	if _, err := rand.Read(master); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := crypto.NewKeyring(ctx, master, db)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fake := llmtest.NewServer(t)
+	sink := newChatSink()
+	cfg := config.Config{DataDir: t.TempDir(), ModelStartTimeout: 2 * time.Second, ModelIdleTimeout: 2 * time.Second}
+	a, err := app.New(ctx, cfg, app.Options{Sinks: []agent.Sink{sink},
+		// Offer every enabled tool, so that "offered" means "registered" in
+		// these tests rather than "ranked among the most similar".
+		Agent: agent.Config{MaxTools: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := a.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		a.Close()
+	})
+	rec := &recorder{}
+	a.MCP.Subscribe(rec.add)
+	a.MCP.BackoffBase = 200 * time.Millisecond // the production default
+	a.MCP.BackoffMax = 500 * time.Millisecond
+	a.MCP.ConnectTimeout = 20 * time.Second
+
+	db := a.Store
 	p := &store.Provider{Name: "Fake", Kind: store.KindOpenAI, BaseURL: fake.URL(), Models: []string{"fake-model"}}
 	if err := db.CreateProvider(ctx, p); err != nil {
 		t.Fatal(err)
@@ -126,20 +136,6 @@ func newChat(t *testing.T) *chat {
 	if err := db.SetSetting(ctx, models.DefaultModelSetting, models.Value(p.ID, "fake-model")); err != nil {
 		t.Fatal(err)
 	}
-	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second}
-
-	reg := tools.NewRegistry(db.SQL, tools.HashEmbedder{})
-	if err := tools.RegisterBuiltins(reg, nil, db); err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sup := mcp.NewSupervisor(reg, log, rec.add)
-	sup.BackoffBase = 200 * time.Millisecond // the production default
-	sup.BackoffMax = 500 * time.Millisecond
-	sup.ConnectTimeout = 20 * time.Second
-	t.Cleanup(sup.Close) // runs after the agent's shutdown below
-
 	u := &store.User{Username: "ann", PasswordHash: "x", Role: store.RoleUser}
 	if err := db.CreateUser(ctx, u); err != nil {
 		t.Fatal(err)
@@ -148,19 +144,7 @@ func newChat(t *testing.T) *chat {
 	if err := db.CreateSession(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	sink := newChatSink()
-	a := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: sink, Tools: reg, Log: log,
-		// Offer every enabled tool, so that "offered" means "registered" in
-		// these tests rather than "ranked among the most similar".
-		Config: agent.Config{MaxTools: 64}})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := a.Shutdown(ctx); err != nil {
-			t.Errorf("agent shutdown: %v", err)
-		}
-	})
-	return &chat{harness: &harness{sup: sup, reg: reg, rec: rec}, db: db, llm: fake, sink: sink, agent: a, session: *s}
+	return &chat{harness: &harness{sup: a.MCP, reg: a.Tools, rec: rec}, db: db, llm: fake, sink: sink, agent: a.Agent, session: *s}
 }
 
 // send commits text and waits for its reply (a queued follow-up included).

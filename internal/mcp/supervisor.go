@@ -86,7 +86,7 @@ type Supervisor struct {
 
 	reg      *tools.Registry
 	log      *slog.Logger
-	onChange func(Status)
+	onChange []func(Status) // fixed before Apply (NewSupervisor, Subscribe)
 
 	ctx    context.Context // ends on Close; parent of every connection
 	cancel context.CancelFunc
@@ -121,7 +121,7 @@ func NewSupervisor(reg *tools.Registry, log *slog.Logger, onChange func(Status))
 
 		reg:      reg,
 		log:      log,
-		onChange: onChange,
+		onChange: []func(Status){onChange},
 		ctx:      ctx,
 		cancel:   cancel,
 		servers:  map[string]*server{},
@@ -241,9 +241,16 @@ func (s *Supervisor) Close() {
 	s.wg.Wait()
 }
 
+// Subscribe adds fn to the callbacks of every change (see NewSupervisor), for a
+// consumer built after the supervisor, such as the web server that shows the states.
+// Call it before the first Apply.
+func (s *Supervisor) Subscribe(fn func(Status)) { s.onChange = append(s.onChange, fn) }
+
 func (s *Supervisor) publish(st Status) {
-	if s.onChange != nil {
-		s.onChange(st)
+	for _, fn := range s.onChange {
+		if fn != nil {
+			fn(st)
+		}
 	}
 }
 

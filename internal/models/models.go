@@ -131,7 +131,7 @@ func (c *Catalog) Client(ctx context.Context, p store.Provider) (llm.Provider, e
 
 // capturingClient reports every provider request (exact body, headers) to the trace
 // capture in the request's context; without one it is a plain client.
-var capturingClient = &http.Client{Transport: trace.CaptureTransport(http.DefaultTransport)}
+var capturingClient = &http.Client{Transport: llm.CaptureTransport(http.DefaultTransport)}
 
 // Choices lists every configured model, providers by name, models in stored order.
 func (c *Catalog) Choices(ctx context.Context) ([]Choice, error) {

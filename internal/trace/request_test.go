@@ -35,7 +35,7 @@ func TestRebuildRequests(t *testing.T) {
 				llmtest.Reply{Text: llmtest.Words("Tom & Jerry <3 ünïcode 😀.")},
 			)
 			p, err := llm.New(llm.Config{Kind: kind, BaseURL: srv.URL(), APIKey: apiKey,
-				HTTPClient: &http.Client{Transport: trace.CaptureTransport(nil)}})
+				HTTPClient: &http.Client{Transport: llm.CaptureTransport(nil)}})
 			mustNil(t, err)
 
 			tools := []llm.ToolSpec{{Name: "lookup", Description: "when to use: <always> & never",
@@ -54,8 +54,8 @@ func TestRebuildRequests(t *testing.T) {
 				span, err := run.Span(ctx, trace.KindModelRequest, req.Model, trace.ModelRequest{Request: req})
 				mustNil(t, err)
 				var mu sync.Mutex
-				var wire *trace.HTTPRequest
-				sctx := trace.WithCapture(ctx, func(h *trace.HTTPRequest) { mu.Lock(); wire = h; mu.Unlock() })
+				var wire *llm.HTTPRequest
+				sctx := llm.WithCapture(ctx, func(h *llm.HTTPRequest) { mu.Lock(); wire = h; mu.Unlock() })
 				started := time.Now()
 				resp, err := p.Stream(sctx, req, func(llm.Event) {})
 				mustNil(t, err)

@@ -1,0 +1,211 @@
+// Package app builds the whole of Atrium from a Config: the data directory, the
+// database, keys, providers, tools, MCP servers, the agent with the consumers of its
+// event stream, and the web server. main.go and the tests build Atrium through New,
+// so what is tested is what runs.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+
+	"atrium/internal/agent"
+	"atrium/internal/config"
+	"atrium/internal/contextwin"
+	"atrium/internal/crypto"
+	"atrium/internal/errs"
+	"atrium/internal/mcp"
+	"atrium/internal/models"
+	"atrium/internal/store"
+	"atrium/internal/tools"
+	"atrium/internal/trace"
+	"atrium/web"
+)
+
+// App is a built Atrium. Its parts are exported for tests; the program itself only
+// needs Handler and Shutdown.
+type App struct {
+	Config    config.Config
+	Store     *store.DB
+	Keys      *crypto.Keyring
+	Recorder  *trace.Recorder
+	Providers *models.Catalog
+	Tools     *tools.Registry
+	MCP       *mcp.Supervisor
+	Agent     *agent.Agent
+	Hub       *web.Hub
+	Web       *web.Server
+	Log       *slog.Logger
+}
+
+// Options are what tests vary; the zero value is what the program runs with.
+type Options struct {
+	Log   *slog.Logger     // nil: discard
+	Now   func() time.Time // the web layer's clock (logins, rate limits); nil: time.Now
+	Tools []tools.Tool     // more tools, registered after the built-ins
+	Sinks []agent.Sink     // more consumers of the agent's events, after the hub and the recorder
+	// Agent overrides the agent's settings field by field (zero fields keep the
+	// values derived from Config).
+	Agent agent.Config
+	// UnwatchedGrace is how long a reply streams after its last viewer left before it
+	// is stopped; 0: 15 s, long enough for a reload to reconnect.
+	UnwatchedGrace time.Duration
+	// HubInterval coalesces streamed text into frames; 0: 30 ms.
+	HubInterval time.Duration
+}
+
+// ConfigError marks a failure caused by the settings or the data directory (a bad
+// master key, a data directory that cannot be created): the operator must act.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// New builds Atrium on cfg.DataDir, creating the directory, the master key file and the
+// database on first run. Configured MCP servers start connecting in the background;
+// New never waits for them. The caller must call Shutdown (which also closes the
+// database), also when it never served.
+func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, &ConfigError{fmt.Errorf("data directory %s: %w", cfg.DataDir, err)}
+	}
+	master, created, err := crypto.LoadMasterKey(cfg.DataDir, cfg.MasterKey)
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
+	if created {
+		log.Warn("created a new master key; back it up, without it the secrets in this data directory cannot be read",
+			"path", filepath.Join(cfg.DataDir, crypto.MasterKeyFile))
+	}
+	db, err := store.Open(ctx, filepath.Join(cfg.DataDir, "atrium.db"))
+	if err != nil {
+		return nil, err
+	}
+	a := &App{Config: cfg, Store: db, Log: log}
+	if err := a.build(ctx, master, o); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *App) build(ctx context.Context, master []byte, o Options) error {
+	cfg, db, log := a.Config, a.Store, a.Log
+	keys, err := crypto.NewKeyring(ctx, master, db)
+	if err != nil {
+		return &ConfigError{err}
+	}
+	csrfKey, err := instanceSecret(ctx, db, "csrf_key")
+	if err != nil {
+		return err
+	}
+	a.Keys = keys
+
+	a.Recorder = trace.NewRecorder(db, trace.NewRedactor())
+	if _, err := a.Recorder.StopUnfinished(ctx); err != nil {
+		return err
+	}
+	a.Providers = &models.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout,
+		IdleTimeout: cfg.ModelIdleTimeout, Redactor: a.Recorder.Redactor()}
+	a.Tools = tools.NewRegistry(db.SQL, tools.HashEmbedder{})
+	if err := tools.RegisterBuiltins(a.Tools, time.Now, db); err != nil {
+		return err
+	}
+	for _, t := range o.Tools {
+		if err := a.Tools.Register(t); err != nil {
+			return err
+		}
+	}
+
+	a.Agent = agent.New(agent.Deps{Store: db, Resolve: a.Providers.Resolve, Tools: a.Tools,
+		Config: agentConfig(cfg, o.Agent), Log: log})
+	grace := o.UnwatchedGrace
+	if grace <= 0 {
+		grace = 15 * time.Second
+	}
+	interval := o.HubInterval
+	if interval <= 0 {
+		interval = 30 * time.Millisecond
+	}
+	a.Hub = web.NewHub(web.HubConfig{Interval: interval, StopUnwatched: a.Agent.Stop, Grace: grace, Log: log})
+	// The event stream's consumers: what the user sees first, then the recording.
+	a.Agent.Subscribe(a.Hub)
+	a.Agent.Subscribe(trace.NewConsumer(a.Recorder, log))
+	for _, s := range o.Sinks {
+		a.Agent.Subscribe(s)
+	}
+
+	a.MCP = mcp.NewSupervisor(a.Tools, log, nil)
+	a.Web = web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: a.Agent, Hub: a.Hub, Models: a.Providers,
+		Recorder: a.Recorder, MCP: a.MCP, CSRFKey: csrfKey, Log: log, Now: o.Now, NewID: uuid.NewString})
+	a.MCP.Subscribe(a.Web.MCPChanged)
+	// MCP servers connect in the background: readiness never waits for them.
+	if err := a.Web.ApplyMCP(ctx); err != nil {
+		log.Error("mcp: could not load the configured servers", "err", err)
+	}
+	return nil
+}
+
+// agentConfig derives the agent's settings from the configuration: the context budgets
+// fit the configured window, and a message may be four times the typed-text limit
+// because attached MCP resources add to what the user typed (the web layer holds typed
+// text to MaxMessageBytes itself).
+func agentConfig(cfg config.Config, over agent.Config) agent.Config {
+	c := over
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 4 * cfg.MaxMessageBytes
+	}
+	if c.Budgets == (contextwin.Budgets{}) {
+		c.Budgets = contextwin.DefaultBudgets()
+		if cfg.ContextWindow > 0 {
+			c.Budgets.Window = cfg.ContextWindow
+			c.Budgets.ReplyReserve = min(c.Budgets.ReplyReserve, cfg.ContextWindow/4)
+		}
+	}
+	return c
+}
+
+// Handler is the root HTTP handler.
+func (a *App) Handler() http.Handler { return a.Web.Handler() }
+
+// Shutdown ends the replies in flight (their partial text is saved and their final
+// frames reach the browsers), stops every MCP server's process group and closes the
+// websockets. It waits for the replies at most until ctx ends; the rest always
+// happens. Then stop the HTTP server and Close.
+func (a *App) Shutdown(ctx context.Context) error {
+	err := a.Agent.Shutdown(ctx)
+	a.MCP.Close()
+	a.Hub.CloseAll()
+	return err
+}
+
+// Close closes the database. Call it after Shutdown, once no request is served.
+func (a *App) Close() error { return a.Store.Close() }
+
+// instanceSecret returns a random 32-byte secret kept in the database's meta table,
+// creating it on first run, so that it survives restarts.
+func instanceSecret(ctx context.Context, db *store.DB, name string) ([]byte, error) {
+	v, err := db.Meta(ctx, name)
+	if err == nil && len(v) == 32 {
+		return v, nil
+	}
+	if err != nil && !errs.Is(err, errs.NotFound) {
+		return nil, err
+	}
+	v = make([]byte, 32)
+	if _, err := rand.Read(v); err != nil {
+		return nil, err
+	}
+	return v, db.SetMeta(ctx, name, v)
+}

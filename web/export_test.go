@@ -1,0 +1,19 @@
+package web
+
+import (
+	"context"
+
+	"atrium/internal/mcp"
+	"atrium/internal/store"
+)
+
+// Internals the external tests (package web_test) look at.
+const (
+	LoginCookie = loginCookie
+	CSRFCookie  = csrfCookie
+)
+
+// ServerConfig is the stored MCP server row as the supervisor gets it (secrets opened).
+func (s *Server) ServerConfig(ctx context.Context, row store.MCPServer) (mcp.ServerConfig, error) {
+	return s.serverConfig(ctx, row)
+}
