@@ -2,9 +2,11 @@
 //
 // Two implementations exist: any OpenAI-compatible chat completions endpoint
 // (OpenAI, Ollama, llama.cpp, vLLM, LM Studio, OpenRouter, DeepSeek ...) and the
-// Anthropic Messages API. Both are built on the vendors' official Go SDKs, with
-// the SDKs' environment defaults (OPENAI_API_KEY, ANTHROPIC_API_KEY, *_BASE_URL)
-// and automatic retries switched off: the Config is the only source of truth.
+// Anthropic Messages API. The OpenAI-compatible client is a small hand-written
+// one over net/http (the official SDK added ~19 MB to the binary); the Anthropic
+// one uses Anthropic's official Go SDK with its environment defaults
+// (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL) and automatic retries switched off.
+// Either way the Config is the only source of truth.
 //
 // Failures a user should see are *Error values whose Error() text says what to
 // fix. Cancelling the caller's context returns ctx.Err() instead.
