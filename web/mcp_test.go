@@ -88,6 +88,9 @@ func (e *testEnv) dbBytes() []byte {
 	e.t.Helper()
 	var all []byte
 	matches, _ := filepath.Glob(filepath.Join(e.dir, "atrium.db*"))
+	if len(matches) == 0 {
+		e.t.Fatalf("no database files in %s", e.dir)
+	}
 	for _, m := range matches {
 		b, err := os.ReadFile(m)
 		if err != nil {

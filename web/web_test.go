@@ -68,7 +68,7 @@ const testPassword = "correct horse battery"
 func newTestEnv(tb testing.TB) *testEnv {
 	tb.Helper()
 	dir := tb.TempDir()
-	cfg := config.Config{DataDir: filepath.Join(dir, "data"), MaxMessageBytes: 100 * 1024, LoginTTL: time.Hour,
+	cfg := config.Config{DataDir: dir, MaxMessageBytes: 100 * 1024, LoginTTL: time.Hour,
 		ModelStartTimeout: 5 * time.Second, ModelIdleTimeout: 5 * time.Second, ShutdownTimeout: 5 * time.Second}
 	clk := &clock{}
 	a, err := app.New(context.Background(), cfg, app.Options{Now: clk.now, UnwatchedGrace: 200 * time.Millisecond})
@@ -901,6 +901,9 @@ func TestProviderKeyNeverShown(t *testing.T) {
 	}
 	// Nothing in the database files holds the key in the clear.
 	files, _ := filepath.Glob(filepath.Join(env.dir, "atrium.db*"))
+	if len(files) == 0 {
+		t.Fatalf("no database files in %s", env.dir)
+	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"atrium/internal/agent"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/store"
+	"atrium/internal/testkit"
 	"atrium/internal/tools"
 )
 
@@ -134,13 +135,7 @@ func (h *harness) waitIdle(t *testing.T) {
 
 func waitIdle(t *testing.T, a *agent.Agent, sessionID string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for a.Busy(sessionID) {
-		if time.Now().After(deadline) {
-			t.Fatal("the run did not end")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, "the run to end", func() bool { return !a.Busy(sessionID) })
 }
 
 func calls(c ...llmtest.ToolCall) []llmtest.ToolCall { return c }

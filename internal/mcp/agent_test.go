@@ -19,6 +19,7 @@ import (
 	"atrium/internal/mcp"
 	"atrium/internal/models"
 	"atrium/internal/store"
+	"atrium/internal/testkit"
 	"atrium/internal/tools"
 )
 
@@ -506,7 +507,7 @@ func TestAgentStdioKill(t *testing.T) {
 		c.sink.waitUntil(t, 10*time.Second, "the slow call to start", func(ev agent.Event) bool {
 			return ev.Kind == agent.EventToolStarted && ev.ToolCall.Name == "everything__trigger-long-running-operation"
 		})
-		time.Sleep(300 * time.Millisecond) // the call is in the server's hands
+		testkit.Eventually(t, 5*time.Second, "the call to be in the server's hands", func() bool { return c.sup.InFlight("everything") > 0 })
 		killed, pid := kill(t)
 		final := c.sink.waitFinal(t, c.finals, 30*time.Second)
 		if took := time.Since(killed); took > 3*time.Second {

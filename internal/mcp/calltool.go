@@ -158,7 +158,9 @@ func (s *server) executor(mcpName string) func(context.Context, tools.Call) (str
 		req := mcp.CallToolRequest{}
 		req.Params.Name = mcpName
 		req.Params.Arguments = json.RawMessage(call.Args)
+		s.calls.Add(1)
 		res, err := c.client.CallTool(ctx, req)
+		s.calls.Add(-1)
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", ctx.Err() // the registry reports the timeout or cancellation

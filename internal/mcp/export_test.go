@@ -15,3 +15,14 @@ func (s *Supervisor) ChildPID(name string) int {
 	}
 	return c.pgid
 }
+
+// InFlight is the number of the server's tool calls sent and not yet answered.
+func (s *Supervisor) InFlight(name string) int {
+	s.mu.Lock()
+	srv := s.servers[name]
+	s.mu.Unlock()
+	if srv == nil {
+		return 0
+	}
+	return int(srv.calls.Load())
+}

@@ -18,6 +18,7 @@ import (
 
 	"atrium/internal/llm"
 	"atrium/internal/mcp"
+	"atrium/internal/testkit"
 	"atrium/internal/tools"
 )
 
@@ -238,11 +239,5 @@ func processGone(pid int) bool {
 
 func waitGone(tb testing.TB, pid int, timeout time.Duration) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !processGone(pid) {
-		if time.Now().After(deadline) {
-			tb.Fatalf("process %d still running %s after it should have been killed", pid, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(tb, timeout, fmt.Sprintf("process %d to be gone after it was killed", pid), func() bool { return processGone(pid) })
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -23,8 +24,9 @@ type server struct {
 	log     *slog.Logger
 	ctx     context.Context // ends when the server is stopped
 	cancel  context.CancelFunc
-	stderr  *stderrRing // stdio only
-	secrets []string    // cfg.Secrets(), kept out of errors and stderr shown
+	stderr  *stderrRing  // stdio only
+	secrets []string     // cfg.Secrets(), kept out of errors and stderr shown
+	calls   atomic.Int32 // tool calls sent and not yet answered
 
 	mu         sync.Mutex
 	stopped    bool

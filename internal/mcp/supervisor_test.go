@@ -16,6 +16,7 @@ import (
 
 	"atrium/internal/errs"
 	"atrium/internal/mcp"
+	"atrium/internal/testkit"
 	"atrium/internal/tools"
 )
 
@@ -262,7 +263,7 @@ func TestStdioKillRecovers(t *testing.T) {
 	go func() {
 		racing <- h.call(t, "everything__trigger-long-running-operation", map[string]any{"duration": 5, "steps": 5})
 	}()
-	time.Sleep(300 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, "the call to be in the server's hands", func() bool { return h.sup.InFlight("everything") > 0 })
 
 	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -360,13 +361,9 @@ func TestHangServer(t *testing.T) {
 		if res := h.call(t, "hang__grow", map[string]any{}); res.Content != "grown" {
 			t.Fatalf("grow = %+v", res)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for !slices.Contains(h.toolNames(), "hang__extra") {
-			if time.Now().After(deadline) {
-				t.Fatalf("hang__extra not registered after list_changed: %v", h.toolNames())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testkit.Eventually(t, 5*time.Second, "hang__extra to be registered after list_changed", func() bool {
+			return slices.Contains(h.toolNames(), "hang__extra")
+		})
 		if res := h.call(t, "hang__extra", map[string]any{}); res.Content != "extra works" {
 			t.Fatalf("extra = %+v", res)
 		}
