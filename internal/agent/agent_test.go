@@ -209,6 +209,7 @@ func TestReplyIsStreamedAndCommitted(t *testing.T) {
 		t.Errorf("final model %q tokens %d, want fake-model and a token count", final.Model, final.Tokens)
 	}
 
+	h.sink.waitFor(t, agent.EventRunEnded, 1) // the run's last event follows the final one
 	evs := h.sink.all()
 	var kinds []agent.EventKind
 	var streamed strings.Builder
@@ -326,6 +327,7 @@ func TestSendRightAfterFinal(t *testing.T) {
 	if final := h.sink.waitFinal(t, 2); final.Content != "second reply" {
 		t.Fatalf("second reply %+v", final)
 	}
+	h.sink.waitFor(t, agent.EventRunEnded, 2)
 	var kinds []agent.EventKind
 	for _, ev := range h.sink.all() {
 		if ev.Kind != agent.EventText {
