@@ -27,7 +27,7 @@ import (
 	"atrium/internal/crypto"
 	"atrium/internal/errs"
 	"atrium/internal/mcp"
-	"atrium/internal/models"
+	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/tools"
 	"atrium/internal/trace"
@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if _, err := recorder.StopUnfinished(ctx); err != nil {
 		return err
 	}
-	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout,
+	catalog := &providers.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout,
 		IdleTimeout: cfg.ModelIdleTimeout, Redactor: recorder.Redactor()}
 	registry := tools.NewRegistry(db.SQL, tools.HashEmbedder{})
 	if err := tools.RegisterBuiltins(registry, time.Now, db); err != nil {
@@ -121,7 +121,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer servers.Close()
 	// Closing the last tab stops the reply (after a grace period for reloads).
 	hub.StopUnwatched(func(id string) { ag.Stop(id) }, 15*time.Second)
-	srv = web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Models: catalog,
+	srv = web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Providers: catalog,
 		Recorder: recorder, MCP: servers, CSRFKey: csrfKey, Log: log, NewID: uuid.NewString})
 	if err := srv.ApplyMCP(ctx); err != nil {
 		log.Error("mcp: could not load the configured servers", "err", err)

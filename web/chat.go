@@ -11,7 +11,7 @@ import (
 
 	"atrium/internal/contextwin"
 	"atrium/internal/errs"
-	"atrium/internal/models"
+	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/tools"
 	"atrium/internal/trace"
@@ -63,11 +63,11 @@ func (s *Server) chatView(ctx context.Context, ss store.Session, snap Snapshot) 
 // modelOptions lists the model choices with the session's one selected. The first
 // option, "Default", follows the instance default.
 func (s *Server) modelOptions(ctx context.Context, selected string) ([]views.ModelOption, string, error) {
-	choices, err := s.Models.Choices(ctx)
+	choices, err := s.Providers.Choices(ctx)
 	if err != nil {
 		return nil, "", err
 	}
-	def, err := s.Models.Default(ctx)
+	def, err := s.Providers.Default(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -90,7 +90,7 @@ func (s *Server) modelOptions(ctx context.Context, selected string) ([]views.Mod
 	return opts, notice, nil
 }
 
-func hasChoice(choices []models.Choice, v string) bool {
+func hasChoice(choices []providers.Choice, v string) bool {
 	for _, ch := range choices {
 		if ch.Value == v {
 			return true

@@ -19,7 +19,7 @@ import (
 	"atrium/internal/config"
 	"atrium/internal/crypto"
 	"atrium/internal/mcp"
-	"atrium/internal/models"
+	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/trace"
 	"atrium/views"
@@ -27,18 +27,18 @@ import (
 
 // Deps are the services the web layer drives. main builds them.
 type Deps struct {
-	Config   config.Config
-	Store    *store.DB
-	Keys     *crypto.Keyring
-	Agent    *agent.Agent
-	Hub      *Hub
-	Models   *models.Catalog
-	Recorder *trace.Recorder // nil: no context meter from past runs
-	MCP      *mcp.Supervisor // nil: no MCP (no settings effect, indicator, resources or prompts)
-	CSRFKey  []byte          // 32 random bytes, stable across restarts so open forms keep working
-	Log      *slog.Logger
-	Now      func() time.Time
-	NewID    func() string // session ids (random UUIDs)
+	Config    config.Config
+	Store     *store.DB
+	Keys      *crypto.Keyring
+	Agent     *agent.Agent
+	Hub       *Hub
+	Providers *providers.Catalog
+	Recorder  *trace.Recorder // nil: no context meter from past runs
+	MCP       *mcp.Supervisor // nil: no MCP (no settings effect, indicator, resources or prompts)
+	CSRFKey   []byte          // 32 random bytes, stable across restarts so open forms keep working
+	Log       *slog.Logger
+	Now       func() time.Time
+	NewID     func() string // session ids (random UUIDs)
 }
 
 // Server holds the handlers' dependencies.

@@ -121,7 +121,7 @@ func (s *Server) setSessionModel(c echo.Context) error {
 	}
 	model := c.FormValue("model")
 	if model != "" {
-		choices, err := s.Models.Choices(c.Request().Context())
+		choices, err := s.Providers.Choices(c.Request().Context())
 		if err != nil {
 			return err
 		}

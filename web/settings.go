@@ -12,7 +12,7 @@ import (
 
 	"atrium/internal/crypto"
 	"atrium/internal/errs"
-	"atrium/internal/models"
+	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/views"
 )
@@ -27,7 +27,7 @@ func (s *Server) settingsView(ctx context.Context, form views.ProviderForm, noti
 	for _, p := range ps {
 		hint := ""
 		if len(p.APIKeySealed) > 0 {
-			if key, err := s.Keys.Open(ctx, 0, p.APIKeySealed, models.KeyAD(p.ID)); err == nil {
+			if key, err := s.Keys.Open(ctx, 0, p.APIKeySealed, providers.KeyAD(p.ID)); err == nil {
 				hint = crypto.Hint(string(key))
 			} else {
 				hint = "(unreadable: enter it again)"
@@ -36,11 +36,11 @@ func (s *Server) settingsView(ctx context.Context, form views.ProviderForm, noti
 		out.Providers = append(out.Providers, views.Provider{ID: p.ID, Name: p.Name, Kind: p.Kind,
 			BaseURL: p.BaseURL, KeyHint: hint, Models: p.Models})
 	}
-	def, err := s.Models.Default(ctx)
+	def, err := s.Providers.Default(ctx)
 	if err != nil {
 		return out, err
 	}
-	choices, err := s.Models.Choices(ctx)
+	choices, err := s.Providers.Choices(ctx)
 	if err != nil {
 		return out, err
 	}
@@ -97,7 +97,7 @@ func (s *Server) fillModels(ctx context.Context, p *store.Provider) string {
 	if len(p.Models) > 0 {
 		return ""
 	}
-	client, err := s.Models.Client(ctx, *p)
+	client, err := s.Providers.Client(ctx, *p)
 	if err != nil {
 		return errs.Message(err)
 	}
@@ -130,8 +130,8 @@ func (s *Server) createProvider(c echo.Context) error {
 	if err := s.Store.UpdateProvider(ctx, p); err != nil {
 		return err
 	}
-	if def, _ := s.Models.Default(ctx); def == "" && len(p.Models) > 0 {
-		if err := s.Store.SetSetting(ctx, models.DefaultModelSetting, models.Value(p.ID, p.Models[0])); err != nil {
+	if def, _ := s.Providers.Default(ctx); def == "" && len(p.Models) > 0 {
+		if err := s.Store.SetSetting(ctx, providers.DefaultModelSetting, providers.Value(p.ID, p.Models[0])); err != nil {
 			return err
 		}
 	}
@@ -147,7 +147,7 @@ func (s *Server) saveKey(ctx context.Context, p *store.Provider, key string) err
 	if key == "" {
 		return nil
 	}
-	sealed, err := s.Keys.Seal(ctx, 0, []byte(key), models.KeyAD(p.ID))
+	sealed, err := s.Keys.Seal(ctx, 0, []byte(key), providers.KeyAD(p.ID))
 	if err != nil {
 		return err
 	}
@@ -226,7 +226,7 @@ func (s *Server) setDefaultModel(c echo.Context) error {
 	ctx := c.Request().Context()
 	model := c.FormValue("model")
 	if model != "" {
-		choices, err := s.Models.Choices(ctx)
+		choices, err := s.Providers.Choices(ctx)
 		if err != nil {
 			return err
 		}
@@ -234,7 +234,7 @@ func (s *Server) setDefaultModel(c echo.Context) error {
 			return errs.E(errs.Invalid, "Unknown model.")
 		}
 	}
-	if err := s.Store.SetSetting(ctx, models.DefaultModelSetting, model); err != nil {
+	if err := s.Store.SetSetting(ctx, providers.DefaultModelSetting, model); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/settings/providers?notice="+url.QueryEscape("Default model saved."))

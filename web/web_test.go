@@ -28,7 +28,7 @@ import (
 	"atrium/internal/config"
 	"atrium/internal/crypto"
 	"atrium/internal/llm/llmtest"
-	"atrium/internal/models"
+	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/trace"
 )
@@ -86,13 +86,13 @@ func newTestEnv(tb testing.TB) *testEnv {
 	cfg := config.Config{MaxMessageBytes: 100 * 1024, LoginTTL: time.Hour,
 		ModelStartTimeout: 5 * time.Second, ModelIdleTimeout: 5 * time.Second, ShutdownTimeout: 5 * time.Second}
 	clk := &clock{}
-	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout, IdleTimeout: cfg.ModelIdleTimeout}
+	catalog := &providers.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout, IdleTimeout: cfg.ModelIdleTimeout}
 	hub := NewHub(30*time.Millisecond, nil, log)
 	recorder := trace.NewRecorder(db, trace.NewRedactor())
 	ag := agent.New(agent.Deps{Store: db, Resolve: catalog.Resolve, Sink: hub, Recorder: recorder,
 		Config: agent.Config{MaxMessageBytes: 4 * cfg.MaxMessageBytes}, Log: log})
 	hub.StopUnwatched(func(id string) { ag.Stop(id) }, 200*time.Millisecond)
-	srv := New(Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Models: catalog, Recorder: recorder,
+	srv := New(Deps{Config: cfg, Store: db, Keys: keys, Agent: ag, Hub: hub, Providers: catalog, Recorder: recorder,
 		CSRFKey: csrfKey, Log: log, Now: clk.now, NewID: uuid.NewString})
 	ts := httptest.NewServer(srv.Handler())
 	tb.Cleanup(func() {

@@ -18,7 +18,7 @@ import (
 	"atrium/internal/errs"
 	"atrium/internal/llm"
 	"atrium/internal/llm/llmtest"
-	"atrium/internal/models"
+	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/tools"
 	"atrium/internal/trace"
@@ -145,7 +145,7 @@ func newHarness(t *testing.T, o options) *harness {
 			t.Fatal(err)
 		}
 		if o.apiKey != "" {
-			sealed, err := keys.Seal(ctx, 0, []byte(o.apiKey), models.KeyAD(p.ID))
+			sealed, err := keys.Seal(ctx, 0, []byte(o.apiKey), providers.KeyAD(p.ID))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,11 +154,11 @@ func newHarness(t *testing.T, o options) *harness {
 				t.Fatal(err)
 			}
 		}
-		if err := db.SetSetting(ctx, models.DefaultModelSetting, models.Value(p.ID, "fake-model")); err != nil {
+		if err := db.SetSetting(ctx, providers.DefaultModelSetting, providers.Value(p.ID, "fake-model")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond}
+	catalog := &providers.Catalog{Store: db, Keys: keys, StartTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond}
 	var rec *trace.Recorder
 	if o.trace {
 		rec = trace.NewRecorder(db, trace.NewRedactor())

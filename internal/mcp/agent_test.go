@@ -20,7 +20,7 @@ import (
 	"atrium/internal/crypto"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/mcp"
-	"atrium/internal/models"
+	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/tools"
 )
@@ -89,7 +89,7 @@ func (s *chatSink) waitFinal(tb testing.TB, n int, d time.Duration) *store.Messa
 }
 
 // chat is an agent wired as main.go wires it — a store, a keyring, a
-// models.Catalog on the fake model, a registry with vector selection and the
+// providers.Catalog on the fake model, a registry with vector selection and the
 // built-in tools — plus a supervisor that registers MCP tools into the same
 // registry.
 type chat struct {
@@ -123,10 +123,10 @@ func newChat(t *testing.T) *chat {
 	if err := db.CreateProvider(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.SetSetting(ctx, models.DefaultModelSetting, models.Value(p.ID, "fake-model")); err != nil {
+	if err := db.SetSetting(ctx, providers.DefaultModelSetting, providers.Value(p.ID, "fake-model")); err != nil {
 		t.Fatal(err)
 	}
-	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second}
+	catalog := &providers.Catalog{Store: db, Keys: keys, StartTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second}
 
 	reg := tools.NewRegistry(db.SQL, tools.HashEmbedder{})
 	if err := tools.RegisterBuiltins(reg, nil, db); err != nil {

@@ -1,6 +1,6 @@
-// Package models knows the configured model providers: it turns a model choice into a
+// Package providers knows the configured model providers: it turns a model choice into a
 // ready provider client, lists the choices for pickers, and keeps API keys sealed.
-package models
+package providers
 
 import (
 	"context"
@@ -124,7 +124,7 @@ func (c *Catalog) Client(ctx context.Context, p store.Provider) (llm.Provider, e
 		if errors.As(err, &le) {
 			return nil, errs.Wrap(errs.Unavailable, err, "Provider %q is misconfigured: %s", p.Name, le.Error())
 		}
-		return nil, fmt.Errorf("models: provider %d: %w", p.ID, err)
+		return nil, fmt.Errorf("providers: provider %d: %w", p.ID, err)
 	}
 	return client, nil
 }
