@@ -11,7 +11,6 @@ import (
 
 	"atrium/internal/contextwin"
 	"atrium/internal/errs"
-	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/tools"
 	"atrium/internal/trace"
@@ -88,15 +87,6 @@ func (s *Server) modelOptions(ctx context.Context, selected string) ([]views.Mod
 		notice = "No default model is set: pick a model for this chat, or an admin can set a default in Settings → Providers."
 	}
 	return opts, notice, nil
-}
-
-func hasChoice(choices []providers.Choice, v string) bool {
-	for _, ch := range choices {
-		if ch.Value == v {
-			return true
-		}
-	}
-	return false
 }
 
 // olderMessages serves the page of messages before ?before=SEQ.

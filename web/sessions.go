@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"atrium/internal/errs"
+	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/views"
 )
@@ -125,7 +126,7 @@ func (s *Server) setSessionModel(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		if !hasChoice(choices, model) {
+		if !providers.HasChoice(choices, model) {
 			return errs.E(errs.Invalid, "Unknown model.")
 		}
 	}
