@@ -45,8 +45,7 @@ type Deps struct {
 type Server struct {
 	Deps
 	csrf       *auth.CSRF
-	ipLimit    *auth.Limiter
-	userLimit  *auth.Limiter
+	logins     *auth.Logins
 	setupDone  atomic.Bool
 	echo       *echo.Echo
 	secureBase bool // the public base URL is https
@@ -64,8 +63,7 @@ func New(d Deps) *Server {
 	s := &Server{
 		Deps:       d,
 		csrf:       auth.NewCSRF(d.CSRFKey),
-		ipLimit:    auth.NewLimiter(20, 15*time.Minute, d.Now),
-		userLimit:  auth.NewLimiter(10, 15*time.Minute, d.Now),
+		logins:     auth.NewLogins(d.Store, d.Config.LoginTTL, d.Now),
 		secureBase: strings.HasPrefix(d.Config.BaseURL, "https://"),
 	}
 	s.echo = s.routes()
