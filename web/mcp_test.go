@@ -147,12 +147,12 @@ func TestMCPSettingsCRUDAndSecrets(t *testing.T) {
 	if bytes.Contains(row.Config, []byte(token)) {
 		t.Fatal("the token is in the config JSON")
 	}
-	cfg, err := env.srv.serverConfig(context.Background(), row)
+	cfg, err := env.srv.mcpConfigs.Config(context.Background(), row)
 	if err != nil || cfg.BearerToken != token || cfg.Headers["X-Api-Key"] != envSecret+"h" || cfg.CallTimeout != 15*time.Second ||
 		strings.Join(cfg.DenyTools, ",") != "rm,exec" {
 		t.Fatalf("remote config %+v, %v", cfg, err)
 	}
-	local, err := env.srv.serverConfig(context.Background(), env.mcpRow("local"))
+	local, err := env.srv.mcpConfigs.Config(context.Background(), env.mcpRow("local"))
 	if err != nil || local.Env["API_KEY"] != envSecret || strings.Join(local.Args, "|") != "--flag|value with space" {
 		t.Fatalf("local config %+v, %v", local, err)
 	}
@@ -182,7 +182,7 @@ func TestMCPSettingsCRUDAndSecrets(t *testing.T) {
 	id := itoa(row.ID)
 	r = admin.post("/settings/mcp/"+id, url.Values{"name": {"remote"}, "transport": {"http"}, "url": {remote + "2"}})
 	wantStatus(t, r, http.StatusSeeOther)
-	cfg, _ = env.srv.serverConfig(context.Background(), env.mcpRow("remote"))
+	cfg, _ = env.srv.mcpConfigs.Config(context.Background(), env.mcpRow("remote"))
 	if cfg.BearerToken != token || cfg.Headers["X-Api-Key"] != envSecret+"h" || cfg.URL != remote+"2" {
 		t.Fatalf("after an edit without secrets: %+v", cfg)
 	}
@@ -286,7 +286,7 @@ func TestMCPImportExport(t *testing.T) {
 		t.Fatalf("%d rows after re-import", len(rows))
 	}
 	for _, row := range rows {
-		cfg, err := env.srv.serverConfig(context.Background(), row)
+		cfg, err := env.srv.mcpConfigs.Config(context.Background(), row)
 		if err != nil {
 			t.Fatal(err)
 		}

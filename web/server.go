@@ -46,6 +46,7 @@ type Server struct {
 	Deps
 	csrf       *auth.CSRF
 	logins     *auth.Logins
+	mcpConfigs *mcp.ConfigStore
 	setupDone  atomic.Bool
 	echo       *echo.Echo
 	secureBase bool // the public base URL is https
@@ -64,6 +65,7 @@ func New(d Deps) *Server {
 		Deps:       d,
 		csrf:       auth.NewCSRF(d.CSRFKey),
 		logins:     auth.NewLogins(d.Store, d.Config.LoginTTL, d.Now),
+		mcpConfigs: &mcp.ConfigStore{Rows: d.Store, Keys: d.Keys},
 		secureBase: strings.HasPrefix(d.Config.BaseURL, "https://"),
 	}
 	s.echo = s.routes()
