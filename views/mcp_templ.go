@@ -12,89 +12,7 @@ import templruntime "github.com/a-h/templ/runtime"
 import (
 	"strconv"
 	"strings"
-	"time"
 )
-
-// MCPTool is one tool a server exposes (its name without the server prefix).
-type MCPTool struct {
-	Name, Description string
-}
-
-// MCPStatus is the live part of a server's card: what the supervisor reports. It is
-// all a websocket frame needs to re-render #mcp-server-<name>, so it never carries
-// per-user data (no CSRF token, no forms).
-type MCPStatus struct {
-	Name, Transport string
-	State           string // connecting|ready|degraded|failed|disabled
-	Since           time.Time
-	Error           string
-	Tools           []MCPTool
-	Resources       int
-	Prompts         int
-	Stderr          []string // last lines of a stdio child's stderr, shown as text
-}
-
-// MCPServerItem is one configured server on the settings page. Secrets are only hints.
-type MCPServerItem struct {
-	ID                    int64
-	Status                MCPStatus
-	Enabled               bool
-	Command               string
-	Args                  []string
-	Dir, URL              string
-	EnvHints, HeaderHints []string // "KEY=••••abcd", "Authorization: ••••"
-	TokenHint             string
-	AllowTools, DenyTools []string
-	CallTimeout           int    // seconds, 0 = default
-	SecretsError          string // the sealed secrets could not be opened
-}
-
-// MCPForm refills an add (ID 0) or edit form after a failed submit.
-type MCPForm struct {
-	ID                                                     int64
-	Name, Transport, Command, Args, Env, Dir, URL, Headers string
-	AllowTools, DenyTools, Timeout                         string
-	Error                                                  string
-}
-
-// MCPIndicator sums up the servers' states for the chat header and the settings page.
-type MCPIndicator struct {
-	Total, Ready, Degraded, Failed, Connecting int // Total: enabled servers
-}
-
-// MCPSettings is the MCP servers settings page.
-type MCPSettings struct {
-	Servers     []MCPServerItem
-	Form        MCPForm
-	Import      string // the paste, refilled after an error
-	ImportError string
-	Indicator   MCPIndicator
-	Notice      string
-}
-
-// MCPResourceGroup is one server's resources in the chat's resource panel.
-type MCPResourceGroup struct {
-	Server    string
-	Error     string
-	Resources []MCPResource
-}
-
-// MCPResource is one attachable resource.
-type MCPResource struct {
-	URI, Name, Description, MimeType string
-}
-
-// MCPPrompt is one prompt offered as a slash command.
-type MCPPrompt struct {
-	Server, Name, Description string
-	Arguments                 []MCPPromptArg
-}
-
-// MCPPromptArg is one argument of a prompt.
-type MCPPromptArg struct {
-	Name, Description string
-	Required          bool
-}
 
 func mcpCardID(name string) string { return "mcp-server-" + name }
 
@@ -296,7 +214,7 @@ func MCPSettingsPage(p Page, s MCPSettings) templ.Component {
 			var templ_7745c5c3_Var3 string
 			templ_7745c5c3_Var3, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpImportPlaceholder).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 230, Col: 123}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 148, Col: 123}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var3)
 			if templ_7745c5c3_Err != nil {
@@ -309,7 +227,7 @@ func MCPSettingsPage(p Page, s MCPSettings) templ.Component {
 			var templ_7745c5c3_Var4 string
 			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(s.Import)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 230, Col: 166}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 148, Col: 166}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 			if templ_7745c5c3_Err != nil {
@@ -362,7 +280,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 		var templ_7745c5c3_Var6 string
 		templ_7745c5c3_Var6, templ_7745c5c3_Err = templruntime.NewAttributeExpression(it.Status.Name).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 249, Col: 85}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 167, Col: 85}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var6)
 		if templ_7745c5c3_Err != nil {
@@ -388,7 +306,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 			var templ_7745c5c3_Var7 string
 			templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(it.Command)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 254, Col: 52}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 172, Col: 52}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 			if templ_7745c5c3_Err != nil {
@@ -411,7 +329,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 					var templ_7745c5c3_Var8 string
 					templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(a)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 260, Col: 21}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 178, Col: 21}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 					if templ_7745c5c3_Err != nil {
@@ -439,7 +357,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 				var templ_7745c5c3_Var9 string
 				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(it.Dir)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 267, Col: 23}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 185, Col: 23}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 				if templ_7745c5c3_Err != nil {
@@ -467,7 +385,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 					var templ_7745c5c3_Var10 string
 					templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(h)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 274, Col: 21}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 192, Col: 21}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 					if templ_7745c5c3_Err != nil {
@@ -491,7 +409,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 			var templ_7745c5c3_Var11 string
 			templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(it.URL)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 281, Col: 44}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 199, Col: 44}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
 			if templ_7745c5c3_Err != nil {
@@ -514,7 +432,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 					var templ_7745c5c3_Var12 string
 					templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(h)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 287, Col: 21}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 205, Col: 21}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 					if templ_7745c5c3_Err != nil {
@@ -542,7 +460,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 				var templ_7745c5c3_Var13 string
 				templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(it.TokenHint)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 294, Col: 58}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 212, Col: 58}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var13))
 				if templ_7745c5c3_Err != nil {
@@ -562,7 +480,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 			var templ_7745c5c3_Var14 string
 			templ_7745c5c3_Var14, templ_7745c5c3_Err = templ.JoinStringErrs(strings.Join(it.AllowTools, ", "))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 299, Col: 43}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 217, Col: 43}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var14))
 			if templ_7745c5c3_Err != nil {
@@ -581,7 +499,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 			var templ_7745c5c3_Var15 string
 			templ_7745c5c3_Var15, templ_7745c5c3_Err = templ.JoinStringErrs(strings.Join(it.DenyTools, ", "))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 303, Col: 42}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 221, Col: 42}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var15))
 			if templ_7745c5c3_Err != nil {
@@ -600,7 +518,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 			var templ_7745c5c3_Var16 string
 			templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(it.CallTimeout))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 308, Col: 35}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 226, Col: 35}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var16))
 			if templ_7745c5c3_Err != nil {
@@ -628,7 +546,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 			var templ_7745c5c3_Var17 string
 			templ_7745c5c3_Var17, templ_7745c5c3_Err = templ.JoinStringErrs(it.SecretsError)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 315, Col: 55}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 233, Col: 55}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var17))
 			if templ_7745c5c3_Err != nil {
@@ -651,7 +569,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 			var templ_7745c5c3_Var18 string
 			templ_7745c5c3_Var18, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(mcpPath(it.ID, "/disable"))).ResolveURL(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 319, Col: 74}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 237, Col: 74}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var18)
 			if templ_7745c5c3_Err != nil {
@@ -677,7 +595,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 			var templ_7745c5c3_Var19 string
 			templ_7745c5c3_Var19, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(mcpPath(it.ID, "/enable"))).ResolveURL(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 324, Col: 73}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 242, Col: 73}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var19)
 			if templ_7745c5c3_Err != nil {
@@ -703,7 +621,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 		var templ_7745c5c3_Var20 string
 		templ_7745c5c3_Var20, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(mcpPath(it.ID, "/delete"))).ResolveURL(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 329, Col: 72}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 247, Col: 72}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var20)
 		if templ_7745c5c3_Err != nil {
@@ -716,7 +634,7 @@ func mcpEntry(p Page, it MCPServerItem, edit MCPForm, editFailed bool) templ.Com
 		var templ_7745c5c3_Var21 string
 		templ_7745c5c3_Var21, templ_7745c5c3_Err = templruntime.NewAttributeExpression("Remove the MCP server " + it.Status.Name + "?").Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 329, Col: 137}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 247, Col: 137}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var21)
 		if templ_7745c5c3_Err != nil {
@@ -781,7 +699,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 		var templ_7745c5c3_Var23 string
 		templ_7745c5c3_Var23, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpCardID(st.Name)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 344, Col: 25}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 262, Col: 25}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var23)
 		if templ_7745c5c3_Err != nil {
@@ -794,7 +712,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 		var templ_7745c5c3_Var24 string
 		templ_7745c5c3_Var24, templ_7745c5c3_Err = templruntime.NewAttributeExpression(st.Name).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 347, Col: 23}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 265, Col: 23}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var24)
 		if templ_7745c5c3_Err != nil {
@@ -807,7 +725,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 		var templ_7745c5c3_Var25 string
 		templ_7745c5c3_Var25, templ_7745c5c3_Err = templruntime.NewAttributeExpression(st.State).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 348, Col: 23}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 266, Col: 23}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var25)
 		if templ_7745c5c3_Err != nil {
@@ -825,7 +743,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 			var templ_7745c5c3_Var26 string
 			templ_7745c5c3_Var26, templ_7745c5c3_Err = templruntime.NewAttributeExpression(oob).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 350, Col: 20}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 268, Col: 20}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var26)
 			if templ_7745c5c3_Err != nil {
@@ -843,7 +761,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 		var templ_7745c5c3_Var27 string
 		templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(st.Name)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 354, Col: 16}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 272, Col: 16}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
 		if templ_7745c5c3_Err != nil {
@@ -856,7 +774,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 		var templ_7745c5c3_Var28 string
 		templ_7745c5c3_Var28, templ_7745c5c3_Err = templ.JoinStringErrs(mcpTransportLabel(st.Transport))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 355, Col: 56}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 273, Col: 56}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var28))
 		if templ_7745c5c3_Err != nil {
@@ -869,7 +787,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 		var templ_7745c5c3_Var29 string
 		templ_7745c5c3_Var29, templ_7745c5c3_Err = templruntime.NewAttributeExpression(st.State).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 356, Col: 53}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 274, Col: 53}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var29)
 		if templ_7745c5c3_Err != nil {
@@ -882,7 +800,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 		var templ_7745c5c3_Var30 string
 		templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(mcpStateLabel(st.State))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 356, Col: 105}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 274, Col: 105}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var30))
 		if templ_7745c5c3_Err != nil {
@@ -900,7 +818,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 			var templ_7745c5c3_Var31 string
 			templ_7745c5c3_Var31, templ_7745c5c3_Err = templruntime.NewAttributeExpression(isoTime(st.Since)).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 358, Col: 52}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 276, Col: 52}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var31)
 			if templ_7745c5c3_Err != nil {
@@ -913,7 +831,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 			var templ_7745c5c3_Var32 string
 			templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(shortTime(st.Since))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 358, Col: 82}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 276, Col: 82}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var32))
 			if templ_7745c5c3_Err != nil {
@@ -936,7 +854,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 			var templ_7745c5c3_Var33 string
 			templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(st.Error)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 362, Col: 71}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 280, Col: 71}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
 			if templ_7745c5c3_Err != nil {
@@ -955,7 +873,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 			var templ_7745c5c3_Var34 string
 			templ_7745c5c3_Var34, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpCardID(st.Name) + "-tools").Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 365, Col: 64}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 283, Col: 64}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var34)
 			if templ_7745c5c3_Err != nil {
@@ -968,7 +886,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 			var templ_7745c5c3_Var35 string
 			templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(len(st.Tools)))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 366, Col: 73}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 284, Col: 73}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var35))
 			if templ_7745c5c3_Err != nil {
@@ -981,7 +899,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 			var templ_7745c5c3_Var36 string
 			templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(st.Resources))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 366, Col: 113}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 284, Col: 113}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var36))
 			if templ_7745c5c3_Err != nil {
@@ -994,7 +912,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 			var templ_7745c5c3_Var37 string
 			templ_7745c5c3_Var37, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(st.Prompts))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 366, Col: 155}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 284, Col: 155}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var37))
 			if templ_7745c5c3_Err != nil {
@@ -1012,7 +930,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 				var templ_7745c5c3_Var38 string
 				templ_7745c5c3_Var38, templ_7745c5c3_Err = templruntime.NewAttributeExpression(t.Name).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 369, Col: 51}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 287, Col: 51}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var38)
 				if templ_7745c5c3_Err != nil {
@@ -1025,7 +943,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 				var templ_7745c5c3_Var39 string
 				templ_7745c5c3_Var39, templ_7745c5c3_Err = templ.JoinStringErrs(st.Name)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 369, Col: 69}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 287, Col: 69}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var39))
 				if templ_7745c5c3_Err != nil {
@@ -1038,7 +956,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 				var templ_7745c5c3_Var40 string
 				templ_7745c5c3_Var40, templ_7745c5c3_Err = templ.JoinStringErrs(t.Name)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 369, Col: 81}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 287, Col: 81}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var40))
 				if templ_7745c5c3_Err != nil {
@@ -1051,7 +969,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 				var templ_7745c5c3_Var41 string
 				templ_7745c5c3_Var41, templ_7745c5c3_Err = templ.JoinStringErrs(t.Description)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 369, Col: 126}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 287, Col: 126}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var41))
 				if templ_7745c5c3_Err != nil {
@@ -1074,7 +992,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 			var templ_7745c5c3_Var42 string
 			templ_7745c5c3_Var42, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(st.Resources))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 374, Col: 60}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 292, Col: 60}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var42))
 			if templ_7745c5c3_Err != nil {
@@ -1087,7 +1005,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 			var templ_7745c5c3_Var43 string
 			templ_7745c5c3_Var43, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(st.Prompts))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 374, Col: 102}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 292, Col: 102}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var43))
 			if templ_7745c5c3_Err != nil {
@@ -1106,7 +1024,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 			var templ_7745c5c3_Var44 string
 			templ_7745c5c3_Var44, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpCardID(st.Name) + "-stderr").Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 377, Col: 66}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 295, Col: 66}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var44)
 			if templ_7745c5c3_Err != nil {
@@ -1119,7 +1037,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 			var templ_7745c5c3_Var45 string
 			templ_7745c5c3_Var45, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(len(st.Stderr)))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 378, Col: 57}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 296, Col: 57}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var45))
 			if templ_7745c5c3_Err != nil {
@@ -1132,7 +1050,7 @@ func MCPServerCard(st MCPStatus, oob string) templ.Component {
 			var templ_7745c5c3_Var46 string
 			templ_7745c5c3_Var46, templ_7745c5c3_Err = templ.JoinStringErrs(strings.Join(st.Stderr, "\n"))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 379, Col: 65}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 297, Col: 65}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var46))
 			if templ_7745c5c3_Err != nil {
@@ -1176,7 +1094,7 @@ func mcpIndicator(m MCPIndicator, oob string) templ.Component {
 		var templ_7745c5c3_Var48 string
 		templ_7745c5c3_Var48, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpIndicatorLevel(m)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 391, Col: 35}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 309, Col: 35}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var48)
 		if templ_7745c5c3_Err != nil {
@@ -1189,7 +1107,7 @@ func mcpIndicator(m MCPIndicator, oob string) templ.Component {
 		var templ_7745c5c3_Var49 string
 		templ_7745c5c3_Var49, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpIndicatorTitle(m)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 392, Col: 30}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 310, Col: 30}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var49)
 		if templ_7745c5c3_Err != nil {
@@ -1207,7 +1125,7 @@ func mcpIndicator(m MCPIndicator, oob string) templ.Component {
 			var templ_7745c5c3_Var50 string
 			templ_7745c5c3_Var50, templ_7745c5c3_Err = templruntime.NewAttributeExpression(oob).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 394, Col: 20}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 312, Col: 20}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var50)
 			if templ_7745c5c3_Err != nil {
@@ -1225,7 +1143,7 @@ func mcpIndicator(m MCPIndicator, oob string) templ.Component {
 		var templ_7745c5c3_Var51 string
 		templ_7745c5c3_Var51, templ_7745c5c3_Err = templ.JoinStringErrs(mcpIndicatorText(m))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 396, Col: 23}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 314, Col: 23}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var51))
 		if templ_7745c5c3_Err != nil {
@@ -1316,7 +1234,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var55 string
 		templ_7745c5c3_Var55, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(action)).ResolveURL(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 411, Col: 51}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 329, Col: 51}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var55)
 		if templ_7745c5c3_Err != nil {
@@ -1329,7 +1247,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var56 string
 		templ_7745c5c3_Var56, templ_7745c5c3_Err = templruntime.NewAttributeExpression(testID + "-form").Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 411, Col: 107}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 329, Col: 107}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var56)
 		if templ_7745c5c3_Err != nil {
@@ -1354,7 +1272,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var57 string
 		templ_7745c5c3_Var57, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "name")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 414, Col: 36}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 332, Col: 36}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var57)
 		if templ_7745c5c3_Err != nil {
@@ -1367,7 +1285,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var58 string
 		templ_7745c5c3_Var58, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "name")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 415, Col: 35}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 333, Col: 35}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var58)
 		if templ_7745c5c3_Err != nil {
@@ -1380,7 +1298,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var59 string
 		templ_7745c5c3_Var59, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.Name).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 415, Col: 64}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 333, Col: 64}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var59)
 		if templ_7745c5c3_Err != nil {
@@ -1393,7 +1311,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var60 string
 		templ_7745c5c3_Var60, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "name-help")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 415, Col: 187}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 333, Col: 187}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var60)
 		if templ_7745c5c3_Err != nil {
@@ -1406,7 +1324,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var61 string
 		templ_7745c5c3_Var61, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "name-help")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 416, Col: 40}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 334, Col: 40}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var61)
 		if templ_7745c5c3_Err != nil {
@@ -1419,7 +1337,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var62 string
 		templ_7745c5c3_Var62, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "transport")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 417, Col: 41}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 335, Col: 41}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var62)
 		if templ_7745c5c3_Err != nil {
@@ -1432,7 +1350,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var63 string
 		templ_7745c5c3_Var63, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "transport")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 418, Col: 41}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 336, Col: 41}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var63)
 		if templ_7745c5c3_Err != nil {
@@ -1475,7 +1393,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var64 string
 		templ_7745c5c3_Var64, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "command")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 425, Col: 40}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 343, Col: 40}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var64)
 		if templ_7745c5c3_Err != nil {
@@ -1488,7 +1406,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var65 string
 		templ_7745c5c3_Var65, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "command")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 426, Col: 39}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 344, Col: 39}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var65)
 		if templ_7745c5c3_Err != nil {
@@ -1501,7 +1419,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var66 string
 		templ_7745c5c3_Var66, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.Command).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 426, Col: 74}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 344, Col: 74}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var66)
 		if templ_7745c5c3_Err != nil {
@@ -1514,7 +1432,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var67 string
 		templ_7745c5c3_Var67, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "args")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 427, Col: 37}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 345, Col: 37}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var67)
 		if templ_7745c5c3_Err != nil {
@@ -1527,7 +1445,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var68 string
 		templ_7745c5c3_Var68, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "args")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 428, Col: 39}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 346, Col: 39}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var68)
 		if templ_7745c5c3_Err != nil {
@@ -1540,7 +1458,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var69 string
 		templ_7745c5c3_Var69, templ_7745c5c3_Err = templ.JoinStringErrs(f.Args)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 428, Col: 121}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 346, Col: 121}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var69))
 		if templ_7745c5c3_Err != nil {
@@ -1553,7 +1471,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var70 string
 		templ_7745c5c3_Var70, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "env")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 429, Col: 36}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 347, Col: 36}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var70)
 		if templ_7745c5c3_Err != nil {
@@ -1566,7 +1484,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var71 string
 		templ_7745c5c3_Var71, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "env")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 431, Col: 29}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 349, Col: 29}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var71)
 		if templ_7745c5c3_Err != nil {
@@ -1594,7 +1512,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var72 string
 		templ_7745c5c3_Var72, templ_7745c5c3_Err = templ.JoinStringErrs(f.Env)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 441, Col: 11}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 359, Col: 11}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var72))
 		if templ_7745c5c3_Err != nil {
@@ -1607,7 +1525,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var73 string
 		templ_7745c5c3_Var73, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "dir")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 442, Col: 36}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 360, Col: 36}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var73)
 		if templ_7745c5c3_Err != nil {
@@ -1620,7 +1538,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var74 string
 		templ_7745c5c3_Var74, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "dir")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 443, Col: 35}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 361, Col: 35}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var74)
 		if templ_7745c5c3_Err != nil {
@@ -1633,7 +1551,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var75 string
 		templ_7745c5c3_Var75, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.Dir).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 443, Col: 62}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 361, Col: 62}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var75)
 		if templ_7745c5c3_Err != nil {
@@ -1646,7 +1564,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var76 string
 		templ_7745c5c3_Var76, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "url")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 447, Col: 36}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 365, Col: 36}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var76)
 		if templ_7745c5c3_Err != nil {
@@ -1659,7 +1577,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var77 string
 		templ_7745c5c3_Var77, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "url")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 448, Col: 35}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 366, Col: 35}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var77)
 		if templ_7745c5c3_Err != nil {
@@ -1672,7 +1590,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var78 string
 		templ_7745c5c3_Var78, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.URL).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 448, Col: 73}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 366, Col: 73}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var78)
 		if templ_7745c5c3_Err != nil {
@@ -1685,7 +1603,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var79 string
 		templ_7745c5c3_Var79, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "headers")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 449, Col: 40}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 367, Col: 40}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var79)
 		if templ_7745c5c3_Err != nil {
@@ -1698,7 +1616,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var80 string
 		templ_7745c5c3_Var80, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "headers")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 451, Col: 33}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 369, Col: 33}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var80)
 		if templ_7745c5c3_Err != nil {
@@ -1726,7 +1644,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var81 string
 		templ_7745c5c3_Var81, templ_7745c5c3_Err = templ.JoinStringErrs(f.Headers)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 461, Col: 15}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 379, Col: 15}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var81))
 		if templ_7745c5c3_Err != nil {
@@ -1739,7 +1657,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var82 string
 		templ_7745c5c3_Var82, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "token")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 462, Col: 38}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 380, Col: 38}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var82)
 		if templ_7745c5c3_Err != nil {
@@ -1752,7 +1670,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var83 string
 		templ_7745c5c3_Var83, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "token")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 464, Col: 31}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 382, Col: 31}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var83)
 		if templ_7745c5c3_Err != nil {
@@ -1775,7 +1693,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var84 string
 		templ_7745c5c3_Var84, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "allow")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 474, Col: 37}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 392, Col: 37}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var84)
 		if templ_7745c5c3_Err != nil {
@@ -1788,7 +1706,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var85 string
 		templ_7745c5c3_Var85, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "allow")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 475, Col: 39}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 393, Col: 39}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var85)
 		if templ_7745c5c3_Err != nil {
@@ -1801,7 +1719,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var86 string
 		templ_7745c5c3_Var86, templ_7745c5c3_Err = templ.JoinStringErrs(f.AllowTools)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 475, Col: 160}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 393, Col: 160}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var86))
 		if templ_7745c5c3_Err != nil {
@@ -1814,7 +1732,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var87 string
 		templ_7745c5c3_Var87, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "deny")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 476, Col: 36}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 394, Col: 36}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var87)
 		if templ_7745c5c3_Err != nil {
@@ -1827,7 +1745,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var88 string
 		templ_7745c5c3_Var88, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "deny")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 477, Col: 38}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 395, Col: 38}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var88)
 		if templ_7745c5c3_Err != nil {
@@ -1840,7 +1758,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var89 string
 		templ_7745c5c3_Var89, templ_7745c5c3_Err = templ.JoinStringErrs(f.DenyTools)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 477, Col: 143}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 395, Col: 143}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var89))
 		if templ_7745c5c3_Err != nil {
@@ -1853,7 +1771,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var90 string
 		templ_7745c5c3_Var90, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "timeout")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 478, Col: 39}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 396, Col: 39}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var90)
 		if templ_7745c5c3_Err != nil {
@@ -1866,7 +1784,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var91 string
 		templ_7745c5c3_Var91, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mcpFieldID(f, "timeout")).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 479, Col: 38}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 397, Col: 38}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var91)
 		if templ_7745c5c3_Err != nil {
@@ -1879,7 +1797,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var92 string
 		templ_7745c5c3_Var92, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.Timeout).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 479, Col: 105}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 397, Col: 105}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var92)
 		if templ_7745c5c3_Err != nil {
@@ -1892,7 +1810,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var93 string
 		templ_7745c5c3_Var93, templ_7745c5c3_Err = templruntime.NewAttributeExpression(testID).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 480, Col: 60}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 398, Col: 60}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var93)
 		if templ_7745c5c3_Err != nil {
@@ -1905,7 +1823,7 @@ func mcpServerForm(p Page, f MCPForm, action, submit, testID string) templ.Compo
 		var templ_7745c5c3_Var94 string
 		templ_7745c5c3_Var94, templ_7745c5c3_Err = templ.JoinStringErrs(submit)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 480, Col: 71}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 398, Col: 71}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var94))
 		if templ_7745c5c3_Err != nil {
@@ -1956,7 +1874,7 @@ func ResourcePanel(groups []MCPResourceGroup) templ.Component {
 			var templ_7745c5c3_Var96 string
 			templ_7745c5c3_Var96, templ_7745c5c3_Err = templruntime.NewAttributeExpression(g.Server).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 496, Col: 86}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 414, Col: 86}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var96)
 			if templ_7745c5c3_Err != nil {
@@ -1969,7 +1887,7 @@ func ResourcePanel(groups []MCPResourceGroup) templ.Component {
 			var templ_7745c5c3_Var97 string
 			templ_7745c5c3_Var97, templ_7745c5c3_Err = templ.JoinStringErrs(g.Server)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 497, Col: 18}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 415, Col: 18}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var97))
 			if templ_7745c5c3_Err != nil {
@@ -1987,7 +1905,7 @@ func ResourcePanel(groups []MCPResourceGroup) templ.Component {
 				var templ_7745c5c3_Var98 string
 				templ_7745c5c3_Var98, templ_7745c5c3_Err = templ.JoinStringErrs(g.Error)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 499, Col: 35}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 417, Col: 35}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var98))
 				if templ_7745c5c3_Err != nil {
@@ -2015,7 +1933,7 @@ func ResourcePanel(groups []MCPResourceGroup) templ.Component {
 				var templ_7745c5c3_Var99 string
 				templ_7745c5c3_Var99, templ_7745c5c3_Err = templruntime.NewAttributeExpression(r.URI).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 505, Col: 71}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 423, Col: 71}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var99)
 				if templ_7745c5c3_Err != nil {
@@ -2028,7 +1946,7 @@ func ResourcePanel(groups []MCPResourceGroup) templ.Component {
 				var templ_7745c5c3_Var100 string
 				templ_7745c5c3_Var100, templ_7745c5c3_Err = templruntime.NewAttributeExpression(attachValue(g.Server, r.URI)).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 506, Col: 101}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 424, Col: 101}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var100)
 				if templ_7745c5c3_Err != nil {
@@ -2041,7 +1959,7 @@ func ResourcePanel(groups []MCPResourceGroup) templ.Component {
 				var templ_7745c5c3_Var101 string
 				templ_7745c5c3_Var101, templ_7745c5c3_Err = templruntime.NewAttributeExpression(resourceLabel(r)).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 506, Col: 133}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 424, Col: 133}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var101)
 				if templ_7745c5c3_Err != nil {
@@ -2054,7 +1972,7 @@ func ResourcePanel(groups []MCPResourceGroup) templ.Component {
 				var templ_7745c5c3_Var102 string
 				templ_7745c5c3_Var102, templ_7745c5c3_Err = templ.JoinStringErrs(resourceLabel(r))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 507, Col: 53}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 425, Col: 53}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var102))
 				if templ_7745c5c3_Err != nil {
@@ -2072,7 +1990,7 @@ func ResourcePanel(groups []MCPResourceGroup) templ.Component {
 					var templ_7745c5c3_Var103 string
 					templ_7745c5c3_Var103, templ_7745c5c3_Err = templ.JoinStringErrs(r.MimeType)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 509, Col: 40}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 427, Col: 40}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var103))
 					if templ_7745c5c3_Err != nil {
@@ -2091,7 +2009,7 @@ func ResourcePanel(groups []MCPResourceGroup) templ.Component {
 					var templ_7745c5c3_Var104 string
 					templ_7745c5c3_Var104, templ_7745c5c3_Err = templ.JoinStringErrs(r.Description)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 512, Col: 44}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 430, Col: 44}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var104))
 					if templ_7745c5c3_Err != nil {
@@ -2109,7 +2027,7 @@ func ResourcePanel(groups []MCPResourceGroup) templ.Component {
 				var templ_7745c5c3_Var105 string
 				templ_7745c5c3_Var105, templ_7745c5c3_Err = templ.JoinStringErrs(r.URI)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 514, Col: 54}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 432, Col: 54}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var105))
 				if templ_7745c5c3_Err != nil {
@@ -2171,7 +2089,7 @@ func PromptMenu(sessionID string, prompts []MCPPrompt) templ.Component {
 			var templ_7745c5c3_Var107 string
 			templ_7745c5c3_Var107, templ_7745c5c3_Err = templruntime.NewAttributeExpression(promptLabel(pr)).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 532, Col: 81}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 450, Col: 81}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var107)
 			if templ_7745c5c3_Err != nil {
@@ -2184,7 +2102,7 @@ func PromptMenu(sessionID string, prompts []MCPPrompt) templ.Component {
 			var templ_7745c5c3_Var108 string
 			templ_7745c5c3_Var108, templ_7745c5c3_Err = templ.JoinStringErrs(promptLabel(pr))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 534, Col: 28}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 452, Col: 28}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var108))
 			if templ_7745c5c3_Err != nil {
@@ -2202,7 +2120,7 @@ func PromptMenu(sessionID string, prompts []MCPPrompt) templ.Component {
 				var templ_7745c5c3_Var109 string
 				templ_7745c5c3_Var109, templ_7745c5c3_Err = templ.JoinStringErrs(pr.Description)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 536, Col: 42}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 454, Col: 42}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var109))
 				if templ_7745c5c3_Err != nil {
@@ -2220,7 +2138,7 @@ func PromptMenu(sessionID string, prompts []MCPPrompt) templ.Component {
 			var templ_7745c5c3_Var110 string
 			templ_7745c5c3_Var110, templ_7745c5c3_Err = templruntime.NewAttributeExpression(sessionPath(sessionID, "/prompt")).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 539, Col: 86}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 457, Col: 86}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var110)
 			if templ_7745c5c3_Err != nil {
@@ -2233,7 +2151,7 @@ func PromptMenu(sessionID string, prompts []MCPPrompt) templ.Component {
 			var templ_7745c5c3_Var111 string
 			templ_7745c5c3_Var111, templ_7745c5c3_Err = templruntime.NewAttributeExpression(pr.Server).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 540, Col: 57}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 458, Col: 57}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var111)
 			if templ_7745c5c3_Err != nil {
@@ -2246,7 +2164,7 @@ func PromptMenu(sessionID string, prompts []MCPPrompt) templ.Component {
 			var templ_7745c5c3_Var112 string
 			templ_7745c5c3_Var112, templ_7745c5c3_Err = templruntime.NewAttributeExpression(pr.Name).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 541, Col: 53}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 459, Col: 53}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var112)
 			if templ_7745c5c3_Err != nil {
@@ -2264,7 +2182,7 @@ func PromptMenu(sessionID string, prompts []MCPPrompt) templ.Component {
 				var templ_7745c5c3_Var113 string
 				templ_7745c5c3_Var113, templ_7745c5c3_Err = templ.JoinStringErrs(a.Name)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 544, Col: 15}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 462, Col: 15}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var113))
 				if templ_7745c5c3_Err != nil {
@@ -2287,7 +2205,7 @@ func PromptMenu(sessionID string, prompts []MCPPrompt) templ.Component {
 				var templ_7745c5c3_Var114 string
 				templ_7745c5c3_Var114, templ_7745c5c3_Err = templruntime.NewAttributeExpression("arg." + a.Name).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 548, Col: 36}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 466, Col: 36}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var114)
 				if templ_7745c5c3_Err != nil {
@@ -2310,7 +2228,7 @@ func PromptMenu(sessionID string, prompts []MCPPrompt) templ.Component {
 				var templ_7745c5c3_Var115 string
 				templ_7745c5c3_Var115, templ_7745c5c3_Err = templruntime.NewAttributeExpression(a.Name).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 548, Col: 106}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 466, Col: 106}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var115)
 				if templ_7745c5c3_Err != nil {
@@ -2328,7 +2246,7 @@ func PromptMenu(sessionID string, prompts []MCPPrompt) templ.Component {
 					var templ_7745c5c3_Var116 string
 					templ_7745c5c3_Var116, templ_7745c5c3_Err = templ.JoinStringErrs(a.Description)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 550, Col: 43}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mcp.templ`, Line: 468, Col: 43}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var116))
 					if templ_7745c5c3_Err != nil {

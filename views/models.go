@@ -156,3 +156,84 @@ type Users struct {
 	Role          string
 	Notice, Error string
 }
+
+// MCPTool is one tool a server exposes (its name without the server prefix).
+type MCPTool struct {
+	Name, Description string
+}
+
+// MCPStatus is the live part of a server's card: what the supervisor reports. It is
+// all a websocket frame needs to re-render #mcp-server-<name>, so it never carries
+// per-user data (no CSRF token, no forms).
+type MCPStatus struct {
+	Name, Transport string
+	State           string // connecting|ready|degraded|failed|disabled
+	Since           time.Time
+	Error           string
+	Tools           []MCPTool
+	Resources       int
+	Prompts         int
+	Stderr          []string // last lines of a stdio child's stderr, shown as text
+}
+
+// MCPServerItem is one configured server on the settings page. Secrets are only hints.
+type MCPServerItem struct {
+	ID                    int64
+	Status                MCPStatus
+	Enabled               bool
+	Command               string
+	Args                  []string
+	Dir, URL              string
+	EnvHints, HeaderHints []string // "KEY=••••abcd", "Authorization: ••••"
+	TokenHint             string
+	AllowTools, DenyTools []string
+	CallTimeout           int    // seconds, 0 = default
+	SecretsError          string // the sealed secrets could not be opened
+}
+
+// MCPForm refills an add (ID 0) or edit form after a failed submit.
+type MCPForm struct {
+	ID                                                     int64
+	Name, Transport, Command, Args, Env, Dir, URL, Headers string
+	AllowTools, DenyTools, Timeout                         string
+	Error                                                  string
+}
+
+// MCPIndicator sums up the servers' states for the chat header and the settings page.
+type MCPIndicator struct {
+	Total, Ready, Degraded, Failed, Connecting int // Total: enabled servers
+}
+
+// MCPSettings is the MCP servers settings page.
+type MCPSettings struct {
+	Servers     []MCPServerItem
+	Form        MCPForm
+	Import      string // the paste, refilled after an error
+	ImportError string
+	Indicator   MCPIndicator
+	Notice      string
+}
+
+// MCPResourceGroup is one server's resources in the chat's resource panel.
+type MCPResourceGroup struct {
+	Server    string
+	Error     string
+	Resources []MCPResource
+}
+
+// MCPResource is one attachable resource.
+type MCPResource struct {
+	URI, Name, Description, MimeType string
+}
+
+// MCPPrompt is one prompt offered as a slash command.
+type MCPPrompt struct {
+	Server, Name, Description string
+	Arguments                 []MCPPromptArg
+}
+
+// MCPPromptArg is one argument of a prompt.
+type MCPPromptArg struct {
+	Name, Description string
+	Required          bool
+}

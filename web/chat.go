@@ -11,7 +11,6 @@ import (
 
 	"atrium/internal/contextwin"
 	"atrium/internal/errs"
-	"atrium/internal/models"
 	"atrium/internal/store"
 	"atrium/internal/tools"
 	"atrium/internal/trace"
@@ -63,11 +62,11 @@ func (s *Server) chatView(ctx context.Context, ss store.Session, snap Snapshot) 
 // modelOptions lists the model choices with the session's one selected. The first
 // option, "Default", follows the instance default.
 func (s *Server) modelOptions(ctx context.Context, selected string) ([]views.ModelOption, string, error) {
-	choices, err := s.Models.Choices(ctx)
+	choices, err := s.Providers.Choices(ctx)
 	if err != nil {
 		return nil, "", err
 	}
-	def, err := s.Models.Default(ctx)
+	def, err := s.Providers.Default(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -88,15 +87,6 @@ func (s *Server) modelOptions(ctx context.Context, selected string) ([]views.Mod
 		notice = "No default model is set: pick a model for this chat, or an admin can set a default in Settings → Providers."
 	}
 	return opts, notice, nil
-}
-
-func hasChoice(choices []models.Choice, v string) bool {
-	for _, ch := range choices {
-		if ch.Value == v {
-			return true
-		}
-	}
-	return false
 }
 
 // olderMessages serves the page of messages before ?before=SEQ.

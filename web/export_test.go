@@ -15,5 +15,5 @@ const (
 
 // ServerConfig is the stored MCP server row as the supervisor gets it (secrets opened).
 func (s *Server) ServerConfig(ctx context.Context, row store.MCPServer) (mcp.ServerConfig, error) {
-	return s.serverConfig(ctx, row)
+	return s.mcpConfigs.Config(ctx, row)
 }

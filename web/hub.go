@@ -302,7 +302,7 @@ func (r *room) flushLocked(now time.Time) {
 // A markdown.Render costs 5µs or more however short its input, a large part of the
 // budget per token when a slow stream flushes after every token. So when the new text
 // only extends the tail in a way that cannot change how anything before it parses, the
-// tail's HTML is extended instead of rendered again (extendTail). The frame is written
+// tail's HTML is extended instead of rendered again (markdown.ExtendTail). The frame is written
 // directly, byte for byte what views.FrameLiveBlocks and views.FrameLiveTail render
 // (TestFrameMarkup).
 func (l *liveReply) render() []byte {
@@ -327,7 +327,7 @@ func (l *liveReply) render() []byte {
 	}
 	tail, ok := "", false
 	if k == 0 && l.tailEnd > l.stable {
-		tail, ok = extendTail(l.text[l.stable:l.tailEnd], l.text[l.tailEnd:], l.tailHTML)
+		tail, ok = markdown.ExtendTail(l.text[l.stable:l.tailEnd], l.text[l.tailEnd:], l.tailHTML)
 	}
 	if !ok {
 		tail = markdown.Render(string(l.text[l.stable:]))

@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"fmt"
-	stdhtml "html"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -435,7 +434,7 @@ func markdownTokens(n int) []string {
 	return toks[:n]
 }
 
-// TestTailExtension checks that extending the tail's HTML without rendering (extendTail)
+// TestTailExtension checks that extending the tail's HTML without rendering (markdown.ExtendTail)
 // always gives what rendering would: streams of tricky markdown, cut into words, bytes
 // and random chunks, each chunk flushed, the tail compared with markdown.Render.
 func TestTailExtension(t *testing.T) {
@@ -515,25 +514,6 @@ func TestTailExtension(t *testing.T) {
 	}
 }
 
-// BenchmarkTailRender is what one markdown.Render of a tail costs by size: a fixed part
-// (5–10µs here) that makes one render per token costly, and why extendTail exists.
-func BenchmarkTailRender(b *testing.B) {
-	for _, n := range []int{5, 200, 1200} {
-		src := strings.Repeat("word ", n/5)
-		b.Run(fmt.Sprintf("paragraph-bytes=%d", n), func(b *testing.B) {
-			for b.Loop() {
-				markdown.Render(src)
-			}
-		})
-	}
-	code := "```go\n" + strings.Repeat("\tx := compute(a, b) // step 1\n", 40)
-	b.Run("code-lines=40", func(b *testing.B) {
-		for b.Loop() {
-			markdown.Render(code)
-		}
-	})
-}
-
 // TestFrameMarkup checks that the live frames the hub writes directly are byte for byte
 // what the templ components render.
 func TestFrameMarkup(t *testing.T) {
@@ -562,30 +542,5 @@ func TestFrameMarkup(t *testing.T) {
 	}
 	if got := appendLiveFrame(nil, false, "", false, ""); got != nil {
 		t.Errorf("empty frame = %q, want nil", got)
-	}
-}
-
-// TestEscapes checks extendCode's escaping against html.EscapeString.
-func TestEscapes(t *testing.T) {
-	for _, s := range []string{"", "x", "a\n", "<b> & \"q\" 'r' \t\n", "\u65e5\u672c & <", "&amp;"} {
-		want := stdhtml.EscapeString(s)
-		var sb strings.Builder
-		writeEscaped(&sb, []byte(s))
-		if sb.String() != want {
-			t.Errorf("writeEscaped(%q) = %q, want %q", s, sb.String(), want)
-		}
-		for _, pre := range []string{"", "<code>", "&amp;", "x"} {
-			if got, ok := cutEscaped(pre+want, []byte(s)); !ok || got != pre {
-				t.Errorf("cutEscaped(%q, %q) = %q, %v; want %q, true", pre+want, s, got, ok, pre)
-			}
-		}
-		if s != "" {
-			if _, ok := cutEscaped(want[:len(want)-1]+"?", []byte(s)); ok {
-				t.Errorf("cutEscaped accepts a wrong escape of %q", s)
-			}
-			if _, ok := cutEscaped(s[1:], []byte(s)); ok && want != s[1:] {
-				t.Errorf("cutEscaped accepts a short text for %q", s)
-			}
-		}
 	}
 }

@@ -3,7 +3,6 @@ package web
 import (
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/labstack/echo/v4"
 
@@ -53,9 +52,11 @@ func (s *Server) submitSetup(c echo.Context) error {
 	}
 	s.setupDone.Store(true)
 	s.Log.Info("web: admin account created", "user", u.Username)
-	if err := s.startLogin(ctx, c, u); err != nil {
+	token, err := s.logins.Start(ctx, u)
+	if err != nil {
 		return err
 	}
+	s.setLoginCookie(c, token.Value, token.ExpiresAt)
 	return c.Redirect(http.StatusSeeOther, "/")
 }
 
@@ -66,55 +67,27 @@ func (s *Server) showLogin(c echo.Context) error {
 	return render(c, http.StatusOK, views.LoginPage(s.page(c, "Log in"), views.AuthForm{}))
 }
 
-// submitLogin checks the password. Failures are rate-limited per client address and per
-// username, and every failure gives the same message so usernames cannot be probed.
+// submitLogin logs in; auth.Logins rate-limits failures and gives every one the same
+// message, so usernames cannot be probed.
 func (s *Server) submitLogin(c echo.Context) error {
-	ctx := c.Request().Context()
 	name := strings.TrimSpace(c.FormValue("username"))
-	ipKey, userKey := "ip:"+c.RealIP(), "user:"+strings.ToLower(name)
-	fail := func(status int, msg string) error {
-		return render(c, status, views.LoginPage(s.page(c, "Log in"), views.AuthForm{Username: name, Error: msg}))
+	token, _, err := s.logins.LogIn(c.Request().Context(), name, c.FormValue("password"), c.RealIP())
+	if code := errs.Code(err); code == errs.Unauthorized || code == errs.RateLimited {
+		if code == errs.Unauthorized {
+			s.Log.Info("web: login failed", "ip", c.RealIP())
+		}
+		return render(c, statusOf(code), views.LoginPage(s.page(c, "Log in"), views.AuthForm{Username: name, Error: errs.Message(err)}))
 	}
-	if ok, _ := s.ipLimit.Allow(ipKey); !ok {
-		return fail(http.StatusTooManyRequests, "Too many failed logins. Wait a few minutes and try again.")
-	}
-	if ok, _ := s.userLimit.Allow(userKey); !ok {
-		return fail(http.StatusTooManyRequests, "Too many failed logins. Wait a few minutes and try again.")
-	}
-	u, err := s.Store.UserByUsername(ctx, name)
-	if err != nil && !errs.Is(err, errs.NotFound) {
+	if err != nil {
 		return err
 	}
-	ok := false
-	if err == nil {
-		ok, _ = auth.VerifyPassword(u.PasswordHash, c.FormValue("password"))
-	} else {
-		// Spend the same time as a real check so a missing user is not detectable.
-		_, _ = auth.VerifyPassword(dummyHash(), c.FormValue("password"))
-	}
-	if !ok || u.Disabled {
-		s.ipLimit.Fail(ipKey)
-		s.userLimit.Fail(userKey)
-		s.Log.Info("web: login failed", "ip", c.RealIP())
-		return fail(http.StatusUnauthorized, "Wrong username or password, or the account is disabled.")
-	}
-	s.userLimit.Reset(userKey)
-	if err := s.startLogin(ctx, c, u); err != nil {
-		return err
-	}
+	s.setLoginCookie(c, token.Value, token.ExpiresAt)
 	return c.Redirect(http.StatusSeeOther, "/")
 }
 
-// dummyHash is verified against when the username does not exist. Made on first use,
-// not at start-up, where it would cost tens of milliseconds.
-var dummyHash = sync.OnceValue(func() string {
-	h, _ := auth.HashPassword("not a real password, only for timing")
-	return h
-})
-
 func (s *Server) logout(c echo.Context) error {
-	if hash, ok := c.Get(loginKey).([]byte); ok {
-		if err := s.Store.DeleteLogin(c.Request().Context(), hash); err != nil {
+	if token, ok := c.Get(loginKey).(string); ok {
+		if err := s.logins.LogOut(c.Request().Context(), token); err != nil {
 			return err
 		}
 	}

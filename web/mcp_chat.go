@@ -82,7 +82,7 @@ func (s *Server) mcpChatSnapshot() []byte {
 func (s *Server) readyServers() []string {
 	var names []string
 	for _, st := range s.MCP.Statuses() {
-		if st.State == "ready" {
+		if st.State == mcp.StateReady {
 			names = append(names, st.Name)
 		}
 	}

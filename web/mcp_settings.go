@@ -2,8 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -42,85 +40,6 @@ type mcpState struct {
 	statuses map[string]mcp.Status // latest status by name, configured servers only
 }
 
-// mcpConfigJSON is the non-secret part of a server, stored in MCPServer.Config.
-type mcpConfigJSON struct {
-	Command       string   `json:"command,omitempty"`
-	Args          []string `json:"args,omitempty"`
-	Dir           string   `json:"dir,omitempty"`
-	URL           string   `json:"url,omitempty"`
-	AllowTools    []string `json:"allow_tools,omitempty"`
-	DenyTools     []string `json:"deny_tools,omitempty"`
-	CallTimeoutMS int64    `json:"call_timeout_ms,omitempty"`
-}
-
-// mcpSecretsJSON is sealed into MCPServer.SecretsSealed.
-type mcpSecretsJSON struct {
-	Env         map[string]string `json:"env,omitempty"`
-	Headers     map[string]string `json:"headers,omitempty"`
-	BearerToken string            `json:"bearer_token,omitempty"`
-}
-
-func mcpSecretsAD(id int64) []byte {
-	return crypto.AD("mcp_server", strconv.FormatInt(id, 10), "secrets")
-}
-
-// serverRow maps a config to its row, without the secrets (sealSecrets adds them once
-// the row has an id, which the sealing is bound to).
-func serverRow(cfg mcp.ServerConfig) store.MCPServer {
-	c := mcpConfigJSON{Command: cfg.Command, Args: cfg.Args, Dir: cfg.Dir, URL: cfg.URL,
-		AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeoutMS: cfg.CallTimeout.Milliseconds()}
-	b, _ := json.Marshal(c) // cannot fail: strings and numbers
-	return store.MCPServer{ID: cfg.ID, Name: cfg.Name, Transport: string(cfg.Transport), Config: b, Enabled: cfg.Enabled}
-}
-
-// sealSecrets seals cfg's env, headers and token into row (nil when there are none).
-func (s *Server) sealSecrets(ctx context.Context, row *store.MCPServer, cfg mcp.ServerConfig) error {
-	sec := mcpSecretsJSON{Env: cfg.Env, Headers: cfg.Headers, BearerToken: cfg.BearerToken}
-	if len(sec.Env) == 0 && len(sec.Headers) == 0 && sec.BearerToken == "" {
-		row.SecretsSealed = nil
-		return nil
-	}
-	plain, err := json.Marshal(sec)
-	if err != nil {
-		return fmt.Errorf("web: mcp secrets: %w", err)
-	}
-	sealed, err := s.Keys.Seal(ctx, 0, plain, mcpSecretsAD(row.ID))
-	if err != nil {
-		return err
-	}
-	row.SecretsSealed = sealed
-	return nil
-}
-
-// serverConfig maps a row back to a config, opening its secrets. A config error is
-// returned with the config built so far; an unreadable seal returns the config
-// without secrets and an error.
-func (s *Server) serverConfig(ctx context.Context, row store.MCPServer) (mcp.ServerConfig, error) {
-	cfg := mcp.ServerConfig{ID: row.ID, Name: row.Name, Transport: mcp.Transport(row.Transport), Enabled: row.Enabled}
-	var c mcpConfigJSON
-	if len(row.Config) > 0 {
-		if err := json.Unmarshal(row.Config, &c); err != nil {
-			return cfg, fmt.Errorf("web: mcp server %q config: %w", row.Name, err)
-		}
-	}
-	cfg.Command, cfg.Args, cfg.Dir, cfg.URL = c.Command, c.Args, c.Dir, c.URL
-	cfg.AllowTools, cfg.DenyTools = c.AllowTools, c.DenyTools
-	cfg.CallTimeout = time.Duration(c.CallTimeoutMS) * time.Millisecond
-	if len(row.SecretsSealed) == 0 {
-		return cfg, nil
-	}
-	plain, err := s.Keys.Open(ctx, 0, row.SecretsSealed, mcpSecretsAD(row.ID))
-	if err != nil {
-		return cfg, fmt.Errorf("web: mcp server %q secrets: %w", row.Name, err)
-	}
-	var sec mcpSecretsJSON
-	if err := json.Unmarshal(plain, &sec); err != nil {
-		return cfg, fmt.Errorf("web: mcp server %q secrets: %w", row.Name, err)
-	}
-	cfg.Env, cfg.Headers, cfg.BearerToken = sec.Env, sec.Headers, sec.BearerToken
-	return cfg, nil
-}
-
 // ApplyMCP loads every configured server and hands them to the supervisor, which
 // reconciles without waiting for connections. It also registers their secrets with
 // the trace redactor. main calls it at start; every settings change calls it.
@@ -137,7 +56,7 @@ func (s *Server) ApplyMCP(ctx context.Context) error {
 	cfgs := make([]mcp.ServerConfig, 0, len(rows))
 	meta := make(map[string]string, len(rows))
 	for _, row := range rows {
-		cfg, err := s.serverConfig(ctx, row)
+		cfg, err := s.mcpConfigs.Config(ctx, row)
 		if err != nil {
 			// Without its secrets the server would start half-configured: leave it
 			// out; the settings page says to enter them again.
@@ -206,20 +125,20 @@ func (s *Server) MCPChanged(st mcp.Status) {
 func (s *Server) mcpIndicatorLocked() views.MCPIndicator {
 	var m views.MCPIndicator
 	for _, st := range s.mcp.statuses {
-		countState(&m, string(st.State))
+		countState(&m, st.State)
 	}
 	return m
 }
 
-func countState(m *views.MCPIndicator, state string) {
+func countState(m *views.MCPIndicator, state mcp.State) {
 	switch state {
-	case "disabled":
+	case mcp.StateDisabled:
 		return
-	case "ready":
+	case mcp.StateReady:
 		m.Ready++
-	case "degraded":
+	case mcp.StateDegraded:
 		m.Degraded++
-	case "failed":
+	case mcp.StateFailed:
 		m.Failed++
 	default:
 		m.Connecting++
@@ -234,7 +153,7 @@ func (s *Server) mcpIndicator() *views.MCPIndicator {
 	}
 	var m views.MCPIndicator
 	for _, st := range s.MCP.Statuses() {
-		countState(&m, string(st.State))
+		countState(&m, st.State)
 	}
 	return &m
 }
@@ -263,12 +182,12 @@ func (s *Server) mcpView(ctx context.Context, form views.MCPForm, notice string)
 	}
 	out := views.MCPSettings{Form: form, Notice: notice}
 	for _, row := range rows {
-		cfg, cerr := s.serverConfig(ctx, row)
+		cfg, cerr := s.mcpConfigs.Config(ctx, row)
 		st, ok := statuses[row.Name]
 		if !ok {
-			st = mcp.Status{Name: row.Name, State: "connecting"}
+			st = mcp.Status{Name: row.Name, State: mcp.StateConnecting}
 			if !row.Enabled {
-				st.State = "disabled"
+				st.State = mcp.StateDisabled
 			}
 		}
 		it := views.MCPServerItem{ID: row.ID, Status: statusView(st, row.Transport), Enabled: row.Enabled,
@@ -278,7 +197,7 @@ func (s *Server) mcpView(ctx context.Context, form views.MCPForm, notice string)
 		if cerr != nil {
 			it.SecretsError = "The stored secrets of this server cannot be read (was the master key changed?). Enter them again and save."
 			if s.MCP != nil && row.Enabled {
-				it.Status.State, it.Status.Error = "failed", "not started: its secrets cannot be read"
+				it.Status.State, it.Status.Error = string(mcp.StateFailed), "not started: its secrets cannot be read"
 			}
 		}
 		for _, k := range sortedKeys(cfg.Env) {
@@ -287,7 +206,7 @@ func (s *Server) mcpView(ctx context.Context, form views.MCPForm, notice string)
 		for _, k := range sortedKeys(cfg.Headers) {
 			it.HeaderHints = append(it.HeaderHints, k+": "+secretHint(cfg.Headers[k]))
 		}
-		countState(&out.Indicator, it.Status.State)
+		countState(&out.Indicator, mcp.State(it.Status.State))
 		out.Servers = append(out.Servers, it)
 	}
 	return out, nil
@@ -445,33 +364,10 @@ func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerC
 	return f, cfg, cfg.Validate()
 }
 
-// saveServer creates (cfg.ID == 0) or updates the row of cfg, secrets sealed.
-func (s *Server) saveServer(ctx context.Context, cfg *mcp.ServerConfig) error {
-	row := serverRow(*cfg)
-	if cfg.ID == 0 {
-		if err := s.Store.CreateMCPServer(ctx, &row); err != nil {
-			return err
-		}
-		cfg.ID = row.ID
-		if err := s.sealSecrets(ctx, &row, *cfg); err != nil {
-			_ = s.Store.DeleteMCPServer(ctx, row.ID)
-			return err
-		}
-		if row.SecretsSealed == nil {
-			return nil
-		}
-		return s.Store.UpdateMCPServer(ctx, row)
-	}
-	if err := s.sealSecrets(ctx, &row, *cfg); err != nil {
-		return err
-	}
-	return s.Store.UpdateMCPServer(ctx, row)
-}
-
 func (s *Server) createMCPServer(c echo.Context) error {
 	f, cfg, err := mcpInput(c, nil)
 	if err == nil {
-		err = s.saveServer(c.Request().Context(), &cfg)
+		err = s.mcpConfigs.Save(c.Request().Context(), &cfg)
 	}
 	if err != nil {
 		return s.mcpFail(c, err, f)
@@ -498,7 +394,7 @@ func (s *Server) updateMCPServer(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	old, oerr := s.serverConfig(ctx, row)
+	old, oerr := s.mcpConfigs.Config(ctx, row)
 	if oerr != nil {
 		// Unreadable secrets: the form must bring them all again.
 		old.Env, old.Headers, old.BearerToken = nil, nil, ""
@@ -506,7 +402,7 @@ func (s *Server) updateMCPServer(c echo.Context) error {
 	f, cfg, err := mcpInput(c, &old)
 	f.ID = row.ID
 	if err == nil {
-		err = s.saveServer(ctx, &cfg)
+		err = s.mcpConfigs.Save(ctx, &cfg)
 	}
 	if err != nil {
 		return s.mcpFail(c, err, f)
@@ -543,13 +439,13 @@ func (s *Server) deleteMCPServer(c echo.Context) error {
 	return s.mcpDone(c, "MCP server "+row.Name+" removed.")
 }
 
-// importMCP creates or updates servers by name from a pasted mcpServers JSON. Every
-// server is checked before anything is written; a REDACTED value keeps the stored
-// secret of the server with the same name.
+// importMCP creates or updates servers by name from a pasted mcpServers JSON (see
+// mcp.ConfigStore.Import).
 func (s *Server) importMCP(c echo.Context) error {
 	ctx := c.Request().Context()
 	paste := c.FormValue("json")
-	fail := func(err error) error {
+	cfgs, err := s.mcpConfigs.Import(ctx, []byte(paste))
+	if err != nil {
 		if errs.Code(err) == errs.Internal {
 			return err
 		}
@@ -560,85 +456,11 @@ func (s *Server) importMCP(c echo.Context) error {
 		v.Import, v.ImportError = paste, errs.Message(err)
 		return render(c, statusOf(errs.Code(err)), views.MCPSettingsPage(s.page(c, "MCP servers"), v))
 	}
-	if strings.TrimSpace(paste) == "" {
-		return fail(errs.E(errs.Invalid, "Paste an mcpServers JSON object first."))
-	}
-	cfgs, err := mcp.ParseServersJSON([]byte(paste))
-	if err != nil {
-		if errs.Code(err) == errs.Internal {
-			err = errs.Wrap(errs.Invalid, err, "%s", err.Error())
-		}
-		return fail(err)
-	}
-	if len(cfgs) == 0 {
-		return fail(errs.E(errs.Invalid, "The JSON has no servers under \"mcpServers\"."))
-	}
-	rows, err := s.Store.ListMCPServers(ctx)
-	if err != nil {
-		return err
-	}
-	byName := map[string]store.MCPServer{}
-	for _, r := range rows {
-		byName[strings.ToLower(r.Name)] = r
-	}
-	for i := range cfgs {
-		cfg := &cfgs[i]
-		cfg.ID = 0 // Enabled comes from the paste ("disabled": true)
-		if r, ok := byName[strings.ToLower(cfg.Name)]; ok {
-			old, oerr := s.serverConfig(ctx, r)
-			if oerr != nil {
-				old = mcp.ServerConfig{}
-			}
-			cfg.ID = r.ID
-			if err := keepRedacted(cfg, old); err != nil {
-				return fail(err)
-			}
-		} else if err := keepRedacted(cfg, mcp.ServerConfig{}); err != nil {
-			return fail(err)
-		}
-		if err := cfg.Validate(); err != nil {
-			return fail(err)
-		}
-	}
 	names := make([]string, 0, len(cfgs))
-	for i := range cfgs {
-		if err := s.saveServer(ctx, &cfgs[i]); err != nil {
-			return fail(err)
-		}
-		names = append(names, cfgs[i].Name)
+	for _, cfg := range cfgs {
+		names = append(names, cfg.Name)
 	}
 	return s.mcpDone(c, "Imported "+strings.Join(names, ", ")+".")
-}
-
-// keepRedacted replaces REDACTED secret values in cfg by old's (same key). A
-// REDACTED value with nothing stored is an error: it would become the literal word.
-func keepRedacted(cfg *mcp.ServerConfig, old mcp.ServerConfig) error {
-	fix := func(m, stored map[string]string, what string) error {
-		for k, v := range m {
-			if v != mcp.RedactedValue {
-				continue
-			}
-			sv, ok := stored[k]
-			if !ok {
-				return errs.E(errs.Invalid, "Server %q: %s %s is REDACTED and no stored value exists; enter the value.", cfg.Name, what, k)
-			}
-			m[k] = sv
-		}
-		return nil
-	}
-	if err := fix(cfg.Env, old.Env, "the environment variable"); err != nil {
-		return err
-	}
-	if err := fix(cfg.Headers, old.Headers, "the header"); err != nil {
-		return err
-	}
-	if cfg.BearerToken == mcp.RedactedValue {
-		if old.BearerToken == "" {
-			return errs.E(errs.Invalid, "Server %q: the bearer token is REDACTED and no stored token exists; enter it.", cfg.Name)
-		}
-		cfg.BearerToken = old.BearerToken
-	}
-	return nil
 }
 
 // exportMCP downloads every server as mcpServers JSON, secrets as REDACTED.
@@ -650,7 +472,7 @@ func (s *Server) exportMCP(c echo.Context) error {
 	}
 	cfgs := make([]mcp.ServerConfig, 0, len(rows))
 	for _, row := range rows {
-		cfg, _ := s.serverConfig(ctx, row) // unreadable secrets are exported as absent
+		cfg, _ := s.mcpConfigs.Config(ctx, row) // unreadable secrets are exported as absent
 		cfgs = append(cfgs, cfg)
 	}
 	data, err := mcp.ExportServersJSON(cfgs, false)

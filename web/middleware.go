@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"atrium/internal/auth"
 	"atrium/internal/errs"
 	"atrium/internal/store"
 )
@@ -65,27 +63,18 @@ func (s *Server) loadLogin(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil || ck.Value == "" {
 			return next(c)
 		}
-		hash := auth.HashToken(ck.Value)
-		login, user, err := s.Store.LoginByTokenHash(c.Request().Context(), hash)
-		now := s.Now()
+		user, renewed, err := s.logins.Current(c.Request().Context(), ck.Value)
 		switch {
-		case errs.Is(err, errs.NotFound):
+		case errs.Is(err, errs.Unauthorized):
 			s.clearLoginCookie(c)
 		case err != nil:
 			return err
-		case now.After(login.ExpiresAt) || user.Disabled:
-			_ = s.Store.DeleteLogin(c.Request().Context(), hash)
-			s.clearLoginCookie(c)
 		default:
-			// Sliding expiry, written at most once per half-life to keep reads cheap.
-			ttl := s.Config.LoginTTL
-			if login.ExpiresAt.Sub(now) < ttl/2 {
-				if err := s.Store.ExtendLogin(c.Request().Context(), hash, now.Add(ttl)); err == nil {
-					s.setLoginCookie(c, ck.Value, now.Add(ttl))
-				}
+			if !renewed.IsZero() {
+				s.setLoginCookie(c, ck.Value, renewed)
 			}
 			c.Set(userKey, user)
-			c.Set(loginKey, hash)
+			c.Set(loginKey, ck.Value)
 		}
 		return next(c)
 	}
@@ -198,19 +187,4 @@ func (s *Server) ownedSession(c echo.Context) (store.Session, error) {
 		return sess, echo.ErrNotFound
 	}
 	return sess, err
-}
-
-// startLogin creates a login for u and sets the cookie.
-func (s *Server) startLogin(ctx context.Context, c echo.Context, u store.User) error {
-	token, hash, err := auth.NewToken()
-	if err != nil {
-		return err
-	}
-	now := s.Now()
-	exp := now.Add(s.Config.LoginTTL)
-	if err := s.Store.CreateLogin(ctx, store.Login{TokenHash: hash, UserID: u.ID, CreatedAt: now, ExpiresAt: exp, LastSeenAt: now}); err != nil {
-		return err
-	}
-	s.setLoginCookie(c, token, exp)
-	return nil
 }

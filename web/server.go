@@ -19,7 +19,7 @@ import (
 	"atrium/internal/config"
 	"atrium/internal/crypto"
 	"atrium/internal/mcp"
-	"atrium/internal/models"
+	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/trace"
 	"atrium/views"
@@ -27,26 +27,26 @@ import (
 
 // Deps are the services the web layer drives. main builds them.
 type Deps struct {
-	Config   config.Config
-	Store    *store.DB
-	Keys     *crypto.Keyring
-	Agent    *agent.Agent
-	Hub      *Hub
-	Models   *models.Catalog
-	Recorder *trace.Recorder // nil: no context meter from past runs
-	MCP      *mcp.Supervisor // nil: no MCP (no settings effect, indicator, resources or prompts)
-	CSRFKey  []byte          // 32 random bytes, stable across restarts so open forms keep working
-	Log      *slog.Logger
-	Now      func() time.Time
-	NewID    func() string // session ids (random UUIDs)
+	Config    config.Config
+	Store     *store.DB
+	Keys      *crypto.Keyring
+	Agent     *agent.Agent
+	Hub       *Hub
+	Providers *providers.Catalog
+	Recorder  *trace.Recorder // nil: no context meter from past runs
+	MCP       *mcp.Supervisor // nil: no MCP (no settings effect, indicator, resources or prompts)
+	CSRFKey   []byte          // 32 random bytes, stable across restarts so open forms keep working
+	Log       *slog.Logger
+	Now       func() time.Time
+	NewID     func() string // session ids (random UUIDs)
 }
 
 // Server holds the handlers' dependencies.
 type Server struct {
 	Deps
 	csrf       *auth.CSRF
-	ipLimit    *auth.Limiter
-	userLimit  *auth.Limiter
+	logins     *auth.Logins
+	mcpConfigs *mcp.ConfigStore
 	setupDone  atomic.Bool
 	echo       *echo.Echo
 	secureBase bool // the public base URL is https
@@ -64,8 +64,8 @@ func New(d Deps) *Server {
 	s := &Server{
 		Deps:       d,
 		csrf:       auth.NewCSRF(d.CSRFKey),
-		ipLimit:    auth.NewLimiter(20, 15*time.Minute, d.Now),
-		userLimit:  auth.NewLimiter(10, 15*time.Minute, d.Now),
+		logins:     auth.NewLogins(d.Store, d.Config.LoginTTL, d.Now),
+		mcpConfigs: &mcp.ConfigStore{Rows: d.Store, Keys: d.Keys},
 		secureBase: strings.HasPrefix(d.Config.BaseURL, "https://"),
 	}
 	s.echo = s.routes()

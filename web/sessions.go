@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"atrium/internal/errs"
+	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/views"
 )
@@ -121,11 +122,11 @@ func (s *Server) setSessionModel(c echo.Context) error {
 	}
 	model := c.FormValue("model")
 	if model != "" {
-		choices, err := s.Models.Choices(c.Request().Context())
+		choices, err := s.Providers.Choices(c.Request().Context())
 		if err != nil {
 			return err
 		}
-		if !hasChoice(choices, model) {
+		if !providers.HasChoice(choices, model) {
 			return errs.E(errs.Invalid, "Unknown model.")
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"atrium/internal/errs"
 	"atrium/internal/llm"
 	"atrium/internal/llm/llmtest"
-	"atrium/internal/models"
+	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/tools"
 	"atrium/internal/trace"
@@ -134,7 +134,7 @@ func newHarness(t *testing.T, o options) *harness {
 			t.Fatal(err)
 		}
 		if o.apiKey != "" {
-			sealed, err := a.Keys.Seal(ctx, 0, []byte(o.apiKey), models.KeyAD(p.ID))
+			sealed, err := a.Keys.Seal(ctx, 0, []byte(o.apiKey), providers.KeyAD(p.ID))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +143,7 @@ func newHarness(t *testing.T, o options) *harness {
 				t.Fatal(err)
 			}
 		}
-		if err := db.SetSetting(ctx, models.DefaultModelSetting, models.Value(p.ID, "fake-model")); err != nil {
+		if err := db.SetSetting(ctx, providers.DefaultModelSetting, providers.Value(p.ID, "fake-model")); err != nil {
 			t.Fatal(err)
 		}
 	}

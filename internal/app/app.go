@@ -22,7 +22,7 @@ import (
 	"atrium/internal/crypto"
 	"atrium/internal/errs"
 	"atrium/internal/mcp"
-	"atrium/internal/models"
+	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/tools"
 	"atrium/internal/trace"
@@ -36,7 +36,7 @@ type App struct {
 	Store     *store.DB
 	Keys      *crypto.Keyring
 	Recorder  *trace.Recorder
-	Providers *models.Catalog
+	Providers *providers.Catalog
 	Tools     *tools.Registry
 	MCP       *mcp.Supervisor
 	Agent     *agent.Agent
@@ -116,7 +116,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	if _, err := a.Recorder.StopUnfinished(ctx); err != nil {
 		return err
 	}
-	a.Providers = &models.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout,
+	a.Providers = &providers.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout,
 		IdleTimeout: cfg.ModelIdleTimeout, Redactor: a.Recorder.Redactor()}
 	a.Tools = tools.NewRegistry(db.SQL, tools.HashEmbedder{})
 	if err := tools.RegisterBuiltins(a.Tools, time.Now, db); err != nil {
@@ -147,7 +147,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	}
 
 	a.MCP = mcp.NewSupervisor(a.Tools, log, nil)
-	a.Web = web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: a.Agent, Hub: a.Hub, Models: a.Providers,
+	a.Web = web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: a.Agent, Hub: a.Hub, Providers: a.Providers,
 		Recorder: a.Recorder, MCP: a.MCP, CSRFKey: csrfKey, Log: log, Now: o.Now, NewID: uuid.NewString})
 	a.MCP.Subscribe(a.Web.MCPChanged)
 	// MCP servers connect in the background: readiness never waits for them.

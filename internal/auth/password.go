@@ -1,6 +1,6 @@
-// Package auth holds the building blocks of logging in: password hashing and rules,
-// session tokens, CSRF tokens and a login rate limiter. It has no database; the web
-// layer combines these with the store.
+// Package auth is logging in: password hashing and rules, login tokens, CSRF tokens,
+// a login rate limiter, and Logins, which combines them with the store. The web layer
+// keeps only HTTP: cookies, redirects, CSRF checks and rendering.
 package auth
 
 import (

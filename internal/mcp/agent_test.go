@@ -17,7 +17,7 @@ import (
 	"atrium/internal/config"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/mcp"
-	"atrium/internal/models"
+	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/testkit"
 	"atrium/internal/tools"
@@ -87,7 +87,7 @@ func (s *chatSink) waitFinal(tb testing.TB, n int, d time.Duration) *store.Messa
 }
 
 // chat is an agent wired as main.go wires it — a store, a keyring, a
-// models.Catalog on the fake model, a registry with vector selection and the
+// providers.Catalog on the fake model, a registry with vector selection and the
 // built-in tools — plus a supervisor that registers MCP tools into the same
 // registry.
 type chat struct {
@@ -134,7 +134,7 @@ func newChat(t *testing.T) *chat {
 	if err := db.CreateProvider(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.SetSetting(ctx, models.DefaultModelSetting, models.Value(p.ID, "fake-model")); err != nil {
+	if err := db.SetSetting(ctx, providers.DefaultModelSetting, providers.Value(p.ID, "fake-model")); err != nil {
 		t.Fatal(err)
 	}
 	u := &store.User{Username: "ann", PasswordHash: "x", Role: store.RoleUser}

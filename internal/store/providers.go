@@ -65,22 +65,35 @@ func validProvider(p *Provider) (models string, err error) {
 	return string(b), nil
 }
 
+// querier is what provider writes need: the database, or a transaction.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // CreateProvider inserts p and sets its ID and timestamps. A taken name (case
 // insensitive) is errs.Conflict; a bad kind or empty name errs.Invalid.
 func (db *DB) CreateProvider(ctx context.Context, p *Provider) error {
-	models, err := validProvider(p)
-	if err != nil {
+	if err := db.createProvider(ctx, db.SQL, p); err != nil {
 		return fmt.Errorf("store: create provider: %w", err)
 	}
+	return nil
+}
+
+func (db *DB) createProvider(ctx context.Context, q querier, p *Provider) error {
+	models, err := validProvider(p)
+	if err != nil {
+		return err
+	}
 	now := ms(db.now())
-	err = db.SQL.QueryRowContext(ctx, `INSERT INTO providers (name, kind, base_url, api_key_sealed, models, created_at, updated_at)
+	err = q.QueryRowContext(ctx, `INSERT INTO providers (name, kind, base_url, api_key_sealed, models, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		p.Name, p.Kind, p.BaseURL, p.APIKeySealed, models, now, now).Scan(&p.ID)
 	if isUnique(err) {
-		return fmt.Errorf("store: create provider: %w", errs.Wrap(errs.Conflict, err, "a provider named %q already exists", p.Name))
+		return errs.Wrap(errs.Conflict, err, "a provider named %q already exists", p.Name)
 	}
 	if err != nil {
-		return fmt.Errorf("store: create provider: %w", err)
+		return err
 	}
 	p.CreatedAt, p.UpdatedAt = fromMS(now), fromMS(now)
 	return nil
@@ -89,21 +102,63 @@ func (db *DB) CreateProvider(ctx context.Context, p *Provider) error {
 // UpdateProvider replaces every field of provider p.ID (except CreatedAt) and
 // bumps UpdatedAt. Missing is errs.NotFound; a taken name errs.Conflict.
 func (db *DB) UpdateProvider(ctx context.Context, p Provider) error {
-	models, err := validProvider(&p)
-	if err != nil {
+	if err := db.updateProvider(ctx, db.SQL, &p); err != nil {
 		return fmt.Errorf("store: update provider: %w", err)
 	}
-	res, err := db.SQL.ExecContext(ctx, `UPDATE providers SET name = ?, kind = ?, base_url = ?, api_key_sealed = ?, models = ?, updated_at = ?
-		WHERE id = ?`, p.Name, p.Kind, p.BaseURL, p.APIKeySealed, models, ms(db.now()), p.ID)
+	return nil
+}
+
+func (db *DB) updateProvider(ctx context.Context, q querier, p *Provider) error {
+	models, err := validProvider(p)
+	if err != nil {
+		return err
+	}
+	now := ms(db.now())
+	res, err := q.ExecContext(ctx, `UPDATE providers SET name = ?, kind = ?, base_url = ?, api_key_sealed = ?, models = ?, updated_at = ?
+		WHERE id = ?`, p.Name, p.Kind, p.BaseURL, p.APIKeySealed, models, now, p.ID)
 	if isUnique(err) {
-		return fmt.Errorf("store: update provider: %w", errs.Wrap(errs.Conflict, err, "a provider named %q already exists", p.Name))
+		return errs.Wrap(errs.Conflict, err, "a provider named %q already exists", p.Name)
 	}
 	if err == nil {
 		err = mustAffect(res, "provider not found")
 	}
 	if err != nil {
-		return fmt.Errorf("store: update provider: %w", err)
+		return err
 	}
+	p.UpdatedAt = fromMS(now)
+	return nil
+}
+
+// SaveProvider writes p with its models in one transaction: it inserts p when p.ID is
+// 0 (setting ID and timestamps) and replaces provider p.ID otherwise. When sealKey is
+// set, its result for the row's id becomes p.APIKeySealed. The key is sealed to the
+// row's id, which a new row only has inside the transaction; so a failure leaves
+// neither a provider without its key nor a half-written one. Errors as CreateProvider
+// and UpdateProvider; an error from sealKey is returned as is.
+func (db *DB) SaveProvider(ctx context.Context, p *Provider, sealKey func(id int64) ([]byte, error)) error {
+	saved := *p
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		if saved.ID == 0 {
+			if err := db.createProvider(ctx, tx, &saved); err != nil {
+				return err
+			}
+			if sealKey == nil {
+				return nil
+			}
+		}
+		if sealKey != nil {
+			sealed, err := sealKey(saved.ID)
+			if err != nil {
+				return err
+			}
+			saved.APIKeySealed = sealed
+		}
+		return db.updateProvider(ctx, tx, &saved)
+	})
+	if err != nil {
+		return fmt.Errorf("store: save provider: %w", err)
+	}
+	*p = saved
 	return nil
 }
 

@@ -65,3 +65,34 @@ func TestProviders(t *testing.T) {
 		wantCode(t, err, errs.NotFound)
 	})
 }
+
+func TestSaveProvider(t *testing.T) {
+	db := mustOpen(t)
+	ctx := context.Background()
+	seal := func(id int64) ([]byte, error) { return []byte{byte(id), 9}, nil }
+
+	p := store.Provider{Name: "local", Kind: store.KindOpenAI, Models: []string{"m1"}}
+	mustNil(t, db.SaveProvider(ctx, &p, seal))
+	got, err := db.ProviderByID(ctx, p.ID)
+	mustNil(t, err)
+	if p.ID == 0 || string(got.APIKeySealed) != string([]byte{byte(p.ID), 9}) || !slices.Equal(got.Models, []string{"m1"}) {
+		t.Fatalf("created %+v, read back %+v", p, got)
+	}
+
+	// An update without a sealer keeps the given sealed key.
+	p.Models = []string{"m2"}
+	mustNil(t, db.SaveProvider(ctx, &p, nil))
+	got, _ = db.ProviderByID(ctx, p.ID)
+	if !slices.Equal(got.Models, []string{"m2"}) || len(got.APIKeySealed) != 2 {
+		t.Errorf("after update %+v", got)
+	}
+
+	// A failing sealer rolls the insert back: no provider without its key.
+	boom := errs.E(errs.Internal, "seal failed")
+	err = db.SaveProvider(ctx, &store.Provider{Name: "other", Kind: store.KindOpenAI}, func(int64) ([]byte, error) { return nil, boom })
+	wantCode(t, err, errs.Internal)
+	if ps, _ := db.ListProviders(ctx); len(ps) != 1 {
+		t.Errorf("a failed save left %d providers, want 1", len(ps))
+	}
+	wantCode(t, db.SaveProvider(ctx, &store.Provider{Name: "LOCAL", Kind: store.KindOpenAI}, seal), errs.Conflict)
+}

@@ -32,7 +32,7 @@ func runEvents(runID string, s store.Session) []agent.Event {
 		{Kind: agent.EventReasoning, Text: "the user wants the time"},
 		{Kind: agent.EventModelResponse, Step: 1, Model: "m", Request: &req, Duration: 5 * time.Millisecond,
 			Response: &llm.Response{ToolCalls: []llm.ToolCall{call}, Usage: llm.Usage{InputTokens: 12, OutputTokens: 3}},
-			Wire: llm.NewHTTPRequest("POST", "https://u:pw@api.example/v1/chat/completions?key=k1", nil, []byte(`{"model":"m"}`))},
+			Wire:     llm.NewHTTPRequest("POST", "https://u:pw@api.example/v1/chat/completions?key=k1", nil, []byte(`{"model":"m"}`))},
 		{Kind: agent.EventToolStarted, ToolCall: &call},
 		{Kind: agent.EventToolResult, ToolCall: &call, Result: &tools.Result{Content: `{"time":"12:00"}`}, Duration: time.Millisecond},
 		{Kind: agent.EventModelRequest, Step: 2, Model: "m", Request: &req},

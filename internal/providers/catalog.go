@@ -1,6 +1,6 @@
-// Package models knows the configured model providers: it turns a model choice into a
+// Package providers knows the configured model providers: it turns a model choice into a
 // ready provider client, lists the choices for pickers, and keeps API keys sealed.
-package models
+package providers
 
 import (
 	"context"
@@ -25,7 +25,9 @@ const DefaultModelSetting = "default_model"
 type Store interface {
 	ProviderByID(ctx context.Context, id int64) (store.Provider, error)
 	ListProviders(ctx context.Context) ([]store.Provider, error)
+	SaveProvider(ctx context.Context, p *store.Provider, sealKey func(id int64) ([]byte, error)) error
 	Setting(ctx context.Context, key string) (string, error)
+	SetSetting(ctx context.Context, key, value string) error
 }
 
 // Sealer seals and opens secrets for an owner (owner 0 is the instance).
@@ -104,14 +106,15 @@ func (c *Catalog) Resolve(ctx context.Context, choice string) (llm.Provider, str
 
 // Client builds a provider client from a stored provider, opening its API key.
 func (c *Catalog) Client(ctx context.Context, p store.Provider) (llm.Provider, error) {
-	var key string
-	if len(p.APIKeySealed) > 0 {
-		plain, err := c.Keys.Open(ctx, 0, p.APIKeySealed, KeyAD(p.ID))
-		if err != nil {
-			return nil, errs.Wrap(errs.Internal, err, "The API key of provider %q could not be decrypted; enter it again in Settings → Providers.", p.Name)
-		}
-		key = string(plain)
+	key, err := c.openKey(ctx, p)
+	if err != nil {
+		return nil, err
 	}
+	return c.client(p, key)
+}
+
+// client builds a provider client for p with the plaintext key (which may be "").
+func (c *Catalog) client(p store.Provider, key string) (llm.Provider, error) {
 	cfg := llm.Config{Kind: p.Kind, BaseURL: p.BaseURL, APIKey: key,
 		StartTimeout: c.StartTimeout, IdleTimeout: c.IdleTimeout}
 	if c.Redactor != nil {
@@ -124,7 +127,7 @@ func (c *Catalog) Client(ctx context.Context, p store.Provider) (llm.Provider, e
 		if errors.As(err, &le) {
 			return nil, errs.Wrap(errs.Unavailable, err, "Provider %q is misconfigured: %s", p.Name, le.Error())
 		}
-		return nil, fmt.Errorf("models: provider %d: %w", p.ID, err)
+		return nil, fmt.Errorf("providers: provider %d: %w", p.ID, err)
 	}
 	return client, nil
 }

@@ -1,4 +1,4 @@
-package web
+package markdown
 
 import (
 	"bytes"
@@ -6,12 +6,12 @@ import (
 	"unicode/utf8"
 )
 
-// extendTail returns markdown.Render(old+add) given html = markdown.Render(old), without
+// ExtendTail returns Render(old+add) given html = Render(old), without
 // rendering, for the two cases that make up most of a long reply: words added to the
 // last line of a paragraph, list item, heading or table row, and text added inside an
 // open fenced code block. ok is false when it cannot be sure; the caller renders then.
 // (old and add are never empty when a render is due; old is the tail as last rendered.)
-func extendTail(old, add []byte, html string) (string, bool) {
+func ExtendTail(old, add []byte, html string) (string, bool) {
 	if len(add) == 0 {
 		return html, true
 	}
@@ -319,7 +319,7 @@ func codeText(b []byte) bool {
 
 // openFenceContent returns where the content of a fenced code block starts if src ends
 // inside one that was opened at column 0, else -1. The fence rules follow
-// markdown.SplitStable: up to three spaces of indentation, ``` or ~~~ (a backtick fence's
+// SplitStable: up to three spaces of indentation, ``` or ~~~ (a backtick fence's
 // info has no backtick), closed by a run of at least as many of the same character.
 func openFenceContent(src []byte) int {
 	var (
@@ -363,41 +363,4 @@ func openFenceContent(src []byte) int {
 		return -1
 	}
 	return content
-}
-
-// The markup of views.FrameLiveBlocks and views.FrameLiveTail around their HTML, written
-// directly by appendLiveFrame instead of through templ (TestFrameMarkup keeps them equal).
-const (
-	liveBlocksOpen = `<div hx-swap-oob="beforeend:#msg-live-blocks">`
-	liveTailOpen   = `<div id="msg-live-tail" hx-swap-oob="morph">`
-	liveFrameClose = `</div>`
-)
-
-// appendLiveFrame returns one frame of prefix (e.g. a reasoning frame), then the blocks
-// frame if withBlocks, then the tail frame if withTail, or nil if that is empty. It
-// allocates the frame once, at its final size.
-func appendLiveFrame(prefix []byte, withBlocks bool, blocks string, withTail bool, tail string) []byte {
-	n := len(prefix)
-	if withBlocks {
-		n += len(liveBlocksOpen) + len(blocks) + len(liveFrameClose)
-	}
-	if withTail {
-		n += len(liveTailOpen) + len(tail) + len(liveFrameClose)
-	}
-	if n == 0 {
-		return nil
-	}
-	frame := make([]byte, 0, n)
-	frame = append(frame, prefix...)
-	if withBlocks {
-		frame = append(frame, liveBlocksOpen...)
-		frame = append(frame, blocks...)
-		frame = append(frame, liveFrameClose...)
-	}
-	if withTail {
-		frame = append(frame, liveTailOpen...)
-		frame = append(frame, tail...)
-		frame = append(frame, liveFrameClose...)
-	}
-	return frame
 }
