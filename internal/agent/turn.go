@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,7 +83,8 @@ func (t *turn) stopped(ctx context.Context) bool {
 // fail ends the reply with an error: msg is what the user is told, cause what went wrong.
 func (t *turn) fail(msg string, cause error) {
 	t.final.Status, t.final.Error = store.StatusError, msg
-	t.emit(Event{Kind: EventError, Text: msg, Err: cause})
+	// Model: the resolved one, or the chat's choice when resolving it failed.
+	t.emit(Event{Kind: EventError, Text: msg, Err: cause, Model: cmp.Or(t.model, t.s.Model)})
 }
 
 // loop calls the model and runs tools until a final reply, a failure or the step limit.
