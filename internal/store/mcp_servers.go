@@ -36,7 +36,7 @@ type MCPServer struct {
 
 const mcpServerCols = `id, name, transport, config, secrets_sealed, enabled, created_at, updated_at`
 
-func scanMCPServer(row interface{ Scan(...any) error }) (MCPServer, error) {
+func scanMCPServer(row scanner) (MCPServer, error) {
 	var s MCPServer
 	var config string
 	var created, updated int64
@@ -156,16 +156,8 @@ func (db *DB) ListMCPServers(ctx context.Context) ([]MCPServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: list mcp servers: %w", err)
 	}
-	defer rows.Close()
-	var list []MCPServer
-	for rows.Next() {
-		s, err := scanMCPServer(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list mcp servers: %w", err)
-		}
-		list = append(list, s)
-	}
-	if err := rows.Err(); err != nil {
+	list, err := scanAll(rows, scanMCPServer)
+	if err != nil {
 		return nil, fmt.Errorf("store: list mcp servers: %w", err)
 	}
 	return list, nil

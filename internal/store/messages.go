@@ -90,7 +90,7 @@ func (s *stmts) close() {
 	}
 }
 
-func scanMessage(row interface{ Scan(...any) error }) (Message, error) {
+func scanMessage(row scanner) (Message, error) {
 	var m Message
 	var created, updated, durMS int64
 	var toolCalls sql.NullString
@@ -246,16 +246,8 @@ func (db *DB) messagesBefore(ctx context.Context, sessionID string, beforeSeq in
 	if err != nil {
 		return nil, false, err
 	}
-	defer rows.Close()
-	msgs := make([]Message, 0, min(limit+1, 64))
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, false, err
-		}
-		msgs = append(msgs, m)
-	}
-	if err := rows.Err(); err != nil {
+	msgs, err := appendRows(make([]Message, 0, min(limit+1, 64)), rows, scanMessage)
+	if err != nil {
 		return nil, false, err
 	}
 	hasOlder := len(msgs) > limit
@@ -273,16 +265,8 @@ func (db *DB) MessagesAfter(ctx context.Context, sessionID string, afterSeq int6
 	if err != nil {
 		return nil, fmt.Errorf("store: messages after: %w", err)
 	}
-	defer rows.Close()
-	var msgs []Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: messages after: %w", err)
-		}
-		msgs = append(msgs, m)
-	}
-	if err := rows.Err(); err != nil {
+	msgs, err := scanAll(rows, scanMessage)
+	if err != nil {
 		return nil, fmt.Errorf("store: messages after: %w", err)
 	}
 	return msgs, nil
@@ -308,16 +292,8 @@ func (db *DB) MessagesFrom(ctx context.Context, sessionID string, afterSeq int64
 	if err != nil {
 		return nil, fmt.Errorf("store: messages from: %w", err)
 	}
-	defer rows.Close()
-	var out []Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: messages from: %w", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanAll(rows, scanMessage)
+	if err != nil {
 		return nil, fmt.Errorf("store: messages from: %w", err)
 	}
 	return out, nil

@@ -33,7 +33,7 @@ type Provider struct {
 
 const providerCols = `id, name, kind, base_url, api_key_sealed, models, created_at, updated_at`
 
-func scanProvider(row interface{ Scan(...any) error }) (Provider, error) {
+func scanProvider(row scanner) (Provider, error) {
 	var p Provider
 	var models string
 	var created, updated int64
@@ -137,16 +137,8 @@ func (db *DB) ListProviders(ctx context.Context) ([]Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: list providers: %w", err)
 	}
-	defer rows.Close()
-	var ps []Provider
-	for rows.Next() {
-		p, err := scanProvider(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list providers: %w", err)
-		}
-		ps = append(ps, p)
-	}
-	if err := rows.Err(); err != nil {
+	ps, err := scanAll(rows, scanProvider)
+	if err != nil {
 		return nil, fmt.Errorf("store: list providers: %w", err)
 	}
 	return ps, nil

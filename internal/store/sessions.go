@@ -30,7 +30,7 @@ type Session struct {
 
 const sessionCols = `id, owner_id, title, model, state, summary, summary_seq, created_at, updated_at`
 
-func scanSession(row interface{ Scan(...any) error }) (Session, error) {
+func scanSession(row scanner) (Session, error) {
 	var s Session
 	var state string
 	var created, updated int64
@@ -144,15 +144,7 @@ func (db *DB) ListSessions(ctx context.Context, owner int64, after *SessionCurso
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: list sessions: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, nil, fmt.Errorf("store: list sessions: %w", err)
-		}
-		sessions = append(sessions, s)
-	}
-	if err := rows.Err(); err != nil {
+	if sessions, err = scanAll(rows, scanSession); err != nil {
 		return nil, nil, fmt.Errorf("store: list sessions: %w", err)
 	}
 	if len(sessions) > limit {

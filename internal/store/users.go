@@ -30,7 +30,7 @@ type User struct {
 
 const userCols = `id, username, password_hash, role, disabled, created_at, updated_at`
 
-func scanUser(row interface{ Scan(...any) error }) (User, error) {
+func scanUser(row scanner) (User, error) {
 	var u User
 	var created, updated int64
 	err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.Disabled, &created, &updated)
@@ -135,16 +135,8 @@ func (db *DB) ListUsers(ctx context.Context) ([]User, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: list users: %w", err)
 	}
-	defer rows.Close()
-	var us []User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list users: %w", err)
-		}
-		us = append(us, u)
-	}
-	if err := rows.Err(); err != nil {
+	us, err := scanAll(rows, scanUser)
+	if err != nil {
 		return nil, fmt.Errorf("store: list users: %w", err)
 	}
 	return us, nil
