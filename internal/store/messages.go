@@ -60,6 +60,7 @@ type stmts struct {
 	touchSession *sql.Stmt // bump sessions.updated_at; 0 rows = no such session
 	insertMsg    *sql.Stmt // insert with seq = max(seq)+1, returning id, seq
 	msgsBefore   *sql.Stmt // newest first, seq < ?, limit ?
+	loadContext  *sql.Stmt // LoadContextMessages: newest first, seq > ?, limit ?, the columns the context engine reads
 }
 
 func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -79,11 +80,12 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		RETURNING id, seq`)
 	s.msgsBefore = prep(`SELECT ` + messageCols + ` FROM messages
 		WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?`)
+	s.loadContext = prep(loadContextQuery)
 	return err
 }
 
 func (s *stmts) close() {
-	for _, st := range []*sql.Stmt{s.touchSession, s.insertMsg, s.msgsBefore} {
+	for _, st := range []*sql.Stmt{s.touchSession, s.insertMsg, s.msgsBefore, s.loadContext} {
 		if st != nil {
 			st.Close()
 		}
@@ -297,4 +299,45 @@ func (db *DB) MessagesFrom(ctx context.Context, sessionID string, afterSeq int64
 		return nil, fmt.Errorf("store: messages from: %w", err)
 	}
 	return out, nil
+}
+
+// DefaultContextMessages is how many messages LoadContextMessages returns when
+// max <= 0.
+const DefaultContextMessages = 400
+
+const loadContextQuery = `SELECT id, seq, role, content, tool_calls, tool_call_id, status, tokens, created_at, updated_at
+	FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq DESC LIMIT ?`
+
+// LoadContextMessages returns the newest max messages of the session with seq >
+// afterSeq (the summary's watermark), ascending: what the context engine
+// (contextwin.Assemble) needs every turn, at a cost that does not grow with the
+// session (one range scan of the (session_id, seq) index, on a statement
+// prepared at Open). max <= 0 means DefaultContextMessages. Only the fields the
+// context engine reads are filled: Reasoning, Error and Model are left empty, and
+// SessionID is sessionID. An unknown session yields no messages; ownership is the
+// caller's check.
+func (db *DB) LoadContextMessages(ctx context.Context, sessionID string, afterSeq int64, max int) ([]Message, error) {
+	if max <= 0 {
+		max = DefaultContextMessages
+	}
+	rows, err := db.stmts.loadContext.QueryContext(ctx, sessionID, afterSeq, max)
+	if err != nil {
+		return nil, fmt.Errorf("store: load context messages: %w", err)
+	}
+	msgs, err := appendRows(make([]Message, 0, min(max, 64)), rows, func(row scanner) (Message, error) {
+		m := Message{SessionID: sessionID}
+		var calls sql.NullString
+		var created, updated int64
+		err := row.Scan(&m.ID, &m.Seq, &m.Role, &m.Content, &calls, &m.ToolCallID, &m.Status, &m.Tokens, &created, &updated)
+		if calls.Valid {
+			m.ToolCalls = []byte(calls.String)
+		}
+		m.CreatedAt, m.UpdatedAt = fromMS(created), fromMS(updated)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: load context messages: %w", err)
+	}
+	slices.Reverse(msgs)
+	return msgs, nil
 }
