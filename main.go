@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout,
 		IdleTimeout: cfg.ModelIdleTimeout, Redactor: recorder.Redactor()}
-	registry := tools.NewRegistry(db.SQL, tools.HashEmbedder{})
+	registry := tools.NewRegistry(db, tools.HashEmbedder{})
 	if err := tools.RegisterBuiltins(registry, time.Now, db); err != nil {
 		return err
 	}

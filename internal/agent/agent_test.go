@@ -166,7 +166,7 @@ func newHarness(t *testing.T, o options) *harness {
 	}
 	var reg *tools.Registry
 	if o.builtins || len(o.tools) > 0 {
-		reg = tools.NewRegistry(db.SQL, tools.HashEmbedder{})
+		reg = tools.NewRegistry(db, tools.HashEmbedder{})
 		if o.builtins {
 			if err := tools.RegisterBuiltins(reg, o.now, db); err != nil {
 				t.Fatal(err)

@@ -128,7 +128,7 @@ func newChat(t *testing.T) *chat {
 	}
 	catalog := &models.Catalog{Store: db, Keys: keys, StartTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second}
 
-	reg := tools.NewRegistry(db.SQL, tools.HashEmbedder{})
+	reg := tools.NewRegistry(db, tools.HashEmbedder{})
 	if err := tools.RegisterBuiltins(reg, nil, db); err != nil {
 		t.Fatal(err)
 	}
