@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/models"
 	"atrium/internal/store"
+	"atrium/internal/store/storetest"
 	"atrium/internal/tools"
 	"atrium/internal/trace"
 )
@@ -125,11 +125,7 @@ const apiKey = "sk-test-SECRET-abcdef123456"
 func newHarness(t *testing.T, o options) *harness {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "atrium.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Open(t)
 	master := make([]byte, crypto.KeySize)
 	if _, err := rand.Read(master); err != nil {
 		t.Fatal(err)

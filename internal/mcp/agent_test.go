@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"atrium/internal/mcp"
 	"atrium/internal/models"
 	"atrium/internal/store"
+	"atrium/internal/store/storetest"
 	"atrium/internal/tools"
 )
 
@@ -105,11 +105,7 @@ type chat struct {
 func newChat(t *testing.T) *chat {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "atrium.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Open(t)
 	master := make([]byte, crypto.KeySize)
 	if _, err := rand.Read(master); err != nil {
 		t.Fatal(err)

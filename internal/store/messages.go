@@ -201,7 +201,7 @@ func (db *DB) UpdateMessage(ctx context.Context, m *Message) error {
 		return fmt.Errorf("store: update message: %w", err)
 	}
 	now := ms(db.now())
-	res, err := db.SQL.ExecContext(ctx, `UPDATE messages SET content = ?, reasoning = ?, tool_calls = ?, status = ?, error = ?,
+	res, err := db.pool.ExecContext(ctx, `UPDATE messages SET content = ?, reasoning = ?, tool_calls = ?, status = ?, error = ?,
 		model = ?, tokens = ?, duration_ms = ?, updated_at = ? WHERE id = ?`,
 		m.Content, m.Reasoning, nullText(m.ToolCalls), m.Status, m.Error, m.Model, m.Tokens, m.Duration.Milliseconds(), now, m.ID)
 	if isCheck(err) {
@@ -262,7 +262,7 @@ func (db *DB) messagesBefore(ctx context.Context, sessionID string, beforeSeq in
 
 // MessagesAfter returns every message with seq > afterSeq, ascending.
 func (db *DB) MessagesAfter(ctx context.Context, sessionID string, afterSeq int64) ([]Message, error) {
-	rows, err := db.SQL.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
 		WHERE session_id = ? AND seq > ? ORDER BY seq`, sessionID, afterSeq)
 	if err != nil {
 		return nil, fmt.Errorf("store: messages after: %w", err)
@@ -276,7 +276,7 @@ func (db *DB) MessagesAfter(ctx context.Context, sessionID string, afterSeq int6
 
 // MessageByID returns one message of the session, or errs.NotFound.
 func (db *DB) MessageByID(ctx context.Context, sessionID string, id int64) (Message, error) {
-	m, err := scanMessage(db.SQL.QueryRowContext(ctx, `SELECT `+messageCols+` FROM messages WHERE id = ? AND session_id = ?`, id, sessionID))
+	m, err := scanMessage(db.pool.QueryRowContext(ctx, `SELECT `+messageCols+` FROM messages WHERE id = ? AND session_id = ?`, id, sessionID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Message{}, fmt.Errorf("store: message by id: %w", errs.E(errs.NotFound, "message not found"))
 	}
@@ -289,7 +289,7 @@ func (db *DB) MessageByID(ctx context.Context, sessionID string, id int64) (Mess
 // MessagesFrom returns up to limit messages with seq > afterSeq, oldest first (for
 // folding old turns into the summary in bounded batches).
 func (db *DB) MessagesFrom(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Message, error) {
-	rows, err := db.SQL.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
 		WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: messages from: %w", err)

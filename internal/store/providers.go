@@ -73,7 +73,7 @@ func (db *DB) CreateProvider(ctx context.Context, p *Provider) error {
 		return fmt.Errorf("store: create provider: %w", err)
 	}
 	now := ms(db.now())
-	err = db.SQL.QueryRowContext(ctx, `INSERT INTO providers (name, kind, base_url, api_key_sealed, models, created_at, updated_at)
+	err = db.pool.QueryRowContext(ctx, `INSERT INTO providers (name, kind, base_url, api_key_sealed, models, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		p.Name, p.Kind, p.BaseURL, p.APIKeySealed, models, now, now).Scan(&p.ID)
 	if isUnique(err) {
@@ -93,7 +93,7 @@ func (db *DB) UpdateProvider(ctx context.Context, p Provider) error {
 	if err != nil {
 		return fmt.Errorf("store: update provider: %w", err)
 	}
-	res, err := db.SQL.ExecContext(ctx, `UPDATE providers SET name = ?, kind = ?, base_url = ?, api_key_sealed = ?, models = ?, updated_at = ?
+	res, err := db.pool.ExecContext(ctx, `UPDATE providers SET name = ?, kind = ?, base_url = ?, api_key_sealed = ?, models = ?, updated_at = ?
 		WHERE id = ?`, p.Name, p.Kind, p.BaseURL, p.APIKeySealed, models, ms(db.now()), p.ID)
 	if isUnique(err) {
 		return fmt.Errorf("store: update provider: %w", errs.Wrap(errs.Conflict, err, "a provider named %q already exists", p.Name))
@@ -109,7 +109,7 @@ func (db *DB) UpdateProvider(ctx context.Context, p Provider) error {
 
 // DeleteProvider removes a provider, or returns errs.NotFound.
 func (db *DB) DeleteProvider(ctx context.Context, id int64) error {
-	res, err := db.SQL.ExecContext(ctx, `DELETE FROM providers WHERE id = ?`, id)
+	res, err := db.pool.ExecContext(ctx, `DELETE FROM providers WHERE id = ?`, id)
 	if err == nil {
 		err = mustAffect(res, "provider not found")
 	}
@@ -121,7 +121,7 @@ func (db *DB) DeleteProvider(ctx context.Context, id int64) error {
 
 // ProviderByID returns the provider or errs.NotFound.
 func (db *DB) ProviderByID(ctx context.Context, id int64) (Provider, error) {
-	p, err := scanProvider(db.SQL.QueryRowContext(ctx, `SELECT `+providerCols+` FROM providers WHERE id = ?`, id))
+	p, err := scanProvider(db.pool.QueryRowContext(ctx, `SELECT `+providerCols+` FROM providers WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Provider{}, fmt.Errorf("store: provider by id: %w", errs.E(errs.NotFound, "provider not found"))
 	}
@@ -133,7 +133,7 @@ func (db *DB) ProviderByID(ctx context.Context, id int64) (Provider, error) {
 
 // ListProviders returns all providers ordered by name.
 func (db *DB) ListProviders(ctx context.Context) ([]Provider, error) {
-	rows, err := db.SQL.QueryContext(ctx, `SELECT `+providerCols+` FROM providers ORDER BY name, id`)
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+providerCols+` FROM providers ORDER BY name, id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list providers: %w", err)
 	}

@@ -98,7 +98,7 @@ func insertRun(ctx context.Context, ex execer, r RunStart) (int64, error) {
 // errs.Conflict. Any other error is a failed write, which a later write with
 // create set to r can make good.
 func (db *DB) CreateRun(ctx context.Context, r RunStart) error {
-	n, err := insertRun(ctx, db.SQL, r)
+	n, err := insertRun(ctx, db.pool, r)
 	if isForeignKey(err) {
 		return fmt.Errorf("store: create run: %w", errs.Wrap(errs.NotFound, err, "user not found"))
 	}
@@ -109,7 +109,7 @@ func (db *DB) CreateRun(ctx context.Context, r RunStart) error {
 		return nil
 	}
 	var owner int64
-	switch err := db.SQL.QueryRowContext(ctx, `SELECT owner_id FROM runs WHERE id = ?`, r.ID).Scan(&owner); {
+	switch err := db.pool.QueryRowContext(ctx, `SELECT owner_id FROM runs WHERE id = ?`, r.ID).Scan(&owner); {
 	case err == nil:
 		return fmt.Errorf("store: create run: %w", errs.E(errs.Conflict, "run %s already exists", r.ID))
 	case errors.Is(err, sql.ErrNoRows):
@@ -124,7 +124,7 @@ func (db *DB) CreateRun(ctx context.Context, r RunStart) error {
 // that follows a failed CreateRun creates the run too.
 func (db *DB) runWrite(ctx context.Context, create *RunStart, op func(ex execer) error) error {
 	if create == nil {
-		return op(db.SQL)
+		return op(db.pool)
 	}
 	return db.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := insertRun(ctx, tx, *create); err != nil {
@@ -200,7 +200,7 @@ func (db *DB) EndRun(ctx context.Context, create *RunStart, e RunEnd) error {
 // StopRunningRuns marks every run still running as stopped at ended with
 // errText, and returns how many it marked.
 func (db *DB) StopRunningRuns(ctx context.Context, errText string, ended time.Time) (int64, error) {
-	res, err := db.SQL.ExecContext(ctx, `UPDATE runs SET status = 'stopped', error = ?, ended_at = ? WHERE status = 'running'`,
+	res, err := db.pool.ExecContext(ctx, `UPDATE runs SET status = 'stopped', error = ?, ended_at = ? WHERE status = 'running'`,
 		errText, ms(ended))
 	if err != nil {
 		return 0, fmt.Errorf("store: stop running runs: %w", err)
@@ -252,10 +252,10 @@ func (db *DB) ListRuns(ctx context.Context, ownerID int64, sessionID string, lim
 	var rows *sql.Rows
 	var err error
 	if sessionID == "" {
-		rows, err = db.SQL.QueryContext(ctx, `SELECT `+runCols+` FROM runs WHERE owner_id = ?
+		rows, err = db.pool.QueryContext(ctx, `SELECT `+runCols+` FROM runs WHERE owner_id = ?
 			ORDER BY started_at DESC, rowid DESC LIMIT ?`, ownerID, limit)
 	} else {
-		rows, err = db.SQL.QueryContext(ctx, `SELECT `+runCols+` FROM runs WHERE session_id = ? AND owner_id = ?
+		rows, err = db.pool.QueryContext(ctx, `SELECT `+runCols+` FROM runs WHERE session_id = ? AND owner_id = ?
 			ORDER BY started_at DESC, rowid DESC LIMIT ?`, sessionID, ownerID, limit)
 	}
 	if err != nil {
@@ -271,7 +271,7 @@ func (db *DB) ListRuns(ctx context.Context, ownerID int64, sessionID string, lim
 // RunForOwner returns ownerID's run runID. A missing run and another user's run
 // are the same errs.NotFound.
 func (db *DB) RunForOwner(ctx context.Context, ownerID int64, runID string) (RunInfo, error) {
-	ri, err := scanRun(db.SQL.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE id = ? AND owner_id = ?`, runID, ownerID))
+	ri, err := scanRun(db.pool.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE id = ? AND owner_id = ?`, runID, ownerID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return RunInfo{}, fmt.Errorf("store: run: %w", errs.E(errs.NotFound, "run not found"))
 	}
@@ -284,7 +284,7 @@ func (db *DB) RunForOwner(ctx context.Context, ownerID int64, runID string) (Run
 // RunSpans returns the spans of run runID ordered by seq (none for an unknown
 // run). Ownership is the caller's check, via RunForOwner.
 func (db *DB) RunSpans(ctx context.Context, runID string) ([]SpanInfo, error) {
-	rows, err := db.SQL.QueryContext(ctx, `SELECT id, COALESCE(parent_id, 0), seq, kind, name, status, error,
+	rows, err := db.pool.QueryContext(ctx, `SELECT id, COALESCE(parent_id, 0), seq, kind, name, status, error,
 		started_at, ended_at, tokens_in, tokens_out, data FROM spans WHERE run_id = ? ORDER BY seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("store: run spans: %w", err)
@@ -301,7 +301,7 @@ func (db *DB) RunSpans(ctx context.Context, runID string) ([]SpanInfo, error) {
 // a run's other spans.
 func (db *DB) LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (json.RawMessage, error) {
 	var data sql.NullString
-	err := db.SQL.QueryRowContext(ctx, `SELECT s.data FROM spans s
+	err := db.pool.QueryRowContext(ctx, `SELECT s.data FROM spans s
 		WHERE s.run_id = (SELECT id FROM runs WHERE owner_id = ? AND session_id = ? ORDER BY started_at DESC LIMIT 1)
 		AND s.kind = ? ORDER BY s.seq DESC LIMIT 1`, ownerID, sessionID, kind).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !data.Valid) {

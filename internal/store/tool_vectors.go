@@ -29,7 +29,7 @@ const MaxToolMatches = 4096
 // ToolVectorHashes returns the content hash of every stored tool vector, by tool
 // name.
 func (db *DB) ToolVectorHashes(ctx context.Context) (map[string]string, error) {
-	rows, err := db.SQL.QueryContext(ctx, `SELECT name, hash FROM tool_embeddings`)
+	rows, err := db.pool.QueryContext(ctx, `SELECT name, hash FROM tool_embeddings`)
 	if err != nil {
 		return nil, fmt.Errorf("store: tool vector hashes: %w", err)
 	}
@@ -84,7 +84,7 @@ func (db *DB) PutToolVectors(ctx context.Context, vs []ToolVector) error {
 // tools no longer registered.
 func (db *DB) CountToolVectors(ctx context.Context) (int, error) {
 	var n int
-	if err := db.SQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM tool_embeddings`).Scan(&n); err != nil {
+	if err := db.pool.QueryRowContext(ctx, `SELECT COUNT(*) FROM tool_embeddings`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: count tool vectors: %w", err)
 	}
 	return n, nil
@@ -94,7 +94,7 @@ func (db *DB) CountToolVectors(ctx context.Context) (int, error) {
 // MaxToolMatches), nearest first, ties by name. Which of several equally near
 // tools make the k is sqlite-vec's choice.
 func (db *DB) NearestToolVectors(ctx context.Context, query []float32, k int) ([]ToolMatch, error) {
-	rows, err := db.SQL.QueryContext(ctx, `SELECT e.name, v.distance
+	rows, err := db.pool.QueryContext(ctx, `SELECT e.name, v.distance
 		FROM (SELECT rowid, distance FROM tool_vectors WHERE embedding MATCH ? AND k = ?) v
 		JOIN tool_embeddings e ON e.id = v.rowid
 		ORDER BY v.distance, e.name`, vectorBlob(query), min(k, MaxToolMatches))
