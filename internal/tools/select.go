@@ -22,6 +22,8 @@ type VectorStore interface {
 	NearestToolVectors(ctx context.Context, query []float32, k int) ([]store.ToolMatch, error)
 }
 
+var _ VectorStore = (*store.DB)(nil)
+
 // DefaultSelectLimit is how many tools a turn is offered by similarity.
 const DefaultSelectLimit = 20
 

@@ -91,6 +91,8 @@ type RunStore interface {
 	LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (json.RawMessage, error)
 }
 
+var _ RunStore = (*store.DB)(nil)
+
 // Recorder writes and reads runs and spans. It is safe for concurrent use.
 type Recorder struct {
 	db  RunStore
