@@ -892,10 +892,11 @@ func TestProviderKeyNeverShown(t *testing.T) {
 		t.Fatal("the providers page shows the API key")
 	}
 
-	var sealed []byte
-	if err := env.db.SQL.QueryRow(`SELECT api_key_sealed FROM providers`).Scan(&sealed); err != nil {
-		t.Fatal(err)
+	ps, err := env.db.ListProviders(context.Background())
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("providers %+v, %v; want the one added", ps, err)
 	}
+	sealed := ps[0].APIKeySealed
 	if len(sealed) == 0 || strings.Contains(string(sealed), "SECRET") {
 		t.Errorf("key not sealed in the providers table: %q", sealed)
 	}

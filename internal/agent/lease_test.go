@@ -12,6 +12,7 @@ import (
 	"atrium/internal/errs"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/store"
+	"atrium/internal/store/storetest"
 )
 
 // echoReplies makes the fake model answer "reply to <last user message>", slowly
@@ -145,11 +146,7 @@ func TestLeaseOfCrashedProcessIsTakenOver(t *testing.T) {
 	}
 	h.waitIdle(t)
 	checkAlternating(t, h.messages(t), "hello again")
-	var n int
-	if err := h.db.SQL.QueryRowContext(ctx, `SELECT count(*) FROM session_leases WHERE session_id = ?`, h.session.ID).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
+	if n := storetest.Int(t, h.db, `SELECT count(*) FROM session_leases WHERE session_id = ?`, h.session.ID); n != 0 {
 		t.Errorf("%d lease rows left after the run ended", n)
 	}
 }

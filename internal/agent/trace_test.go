@@ -13,6 +13,7 @@ import (
 	"atrium/internal/llm"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/store"
+	"atrium/internal/store/storetest"
 	"atrium/internal/trace"
 )
 
@@ -29,32 +30,15 @@ func spanKinds(spans []trace.SpanInfo) []string {
 // read as text, contains needle.
 func columnsContaining(t *testing.T, db *store.DB, needle string, tables ...string) []string {
 	t.Helper()
-	ctx := context.Background()
 	var hits []string
 	for _, table := range tables {
-		rows, err := db.SQL.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cols []string
-		for rows.Next() {
-			var c string
-			if err := rows.Scan(&c); err != nil {
-				t.Fatal(err)
-			}
-			cols = append(cols, c)
-		}
-		rows.Close()
+		cols := storetest.Strings(t, db, `SELECT name FROM pragma_table_info(?)`, table)
 		if len(cols) == 0 {
 			t.Fatalf("table %s has no columns", table)
 		}
 		for _, c := range cols {
-			var n int
 			q := fmt.Sprintf(`SELECT count(*) FROM %q WHERE instr(CAST(%q AS TEXT), ?) > 0`, table, c)
-			if err := db.SQL.QueryRowContext(ctx, q, needle).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n > 0 {
+			if n := storetest.Int(t, db, q, needle); n > 0 {
 				hits = append(hits, table+"."+c)
 			}
 		}

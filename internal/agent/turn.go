@@ -153,7 +153,7 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 	if err != nil {
 		return llm.Request{}, err
 	}
-	msgs, err := contextwin.Load(ctx, a.Store.SQL, t.s.ID, sess.SummarySeq, contextwin.DefaultLoadMax)
+	msgs, err := a.Store.LoadContextMessages(ctx, t.s.ID, sess.SummarySeq, contextwin.DefaultLoadMax)
 	if err != nil {
 		return llm.Request{}, err
 	}

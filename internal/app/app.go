@@ -118,7 +118,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	}
 	a.Providers = &providers.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout,
 		IdleTimeout: cfg.ModelIdleTimeout, Redactor: a.Recorder.Redactor()}
-	a.Tools = tools.NewRegistry(db.SQL, tools.HashEmbedder{})
+	a.Tools = tools.NewRegistry(db, tools.HashEmbedder{})
 	if err := tools.RegisterBuiltins(a.Tools, time.Now, db); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package auth_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"atrium/internal/auth"
 	"atrium/internal/errs"
 	"atrium/internal/store"
+	"atrium/internal/store/storetest"
 )
 
 // fakeClock is a settable clock for expiry and rate-limit windows.
@@ -36,11 +36,7 @@ const pw = "correct horse battery"
 func newLogins(t *testing.T) (*auth.Logins, *store.DB, *fakeClock) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "atrium.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Open(t)
 	hash, err := auth.HashPassword(pw)
 	if err != nil {
 		t.Fatal(err)

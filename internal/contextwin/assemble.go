@@ -6,8 +6,10 @@
 // Token counts come from a real BPE tokenizer (NewTokenizer).
 //
 // Assemble builds the messages and a Report of what went in, what was left out
-// and why; Load fetches the bounded tail of a session it needs; Fold advances
-// the rolling summary with the turns that left the verbatim window.
+// and why, from the bounded tail of a session that the store's
+// LoadContextMessages fetches (at most DefaultLoadMax messages); Fold advances
+// the rolling summary with the turns that left the verbatim window. The package
+// runs no SQL.
 package contextwin
 
 import (
@@ -71,8 +73,9 @@ type Input struct {
 	Summary    string
 	SummarySeq int64 // the summary covers messages with seq <= SummarySeq
 
-	// Messages are the session's messages after SummarySeq, ascending, as Load
-	// returns them (at most a bounded number of the newest).
+	// Messages are the session's messages after SummarySeq, ascending, as
+	// store.DB.LoadContextMessages returns them (at most a bounded number of the
+	// newest).
 	Messages []store.Message
 
 	Tools []llm.ToolSpec // offered tools, counted against the window
@@ -111,7 +114,7 @@ type Report struct {
 	// Unsummarised are the whole turns older than the last RecentTurns, which
 	// the summary does not cover yet: fold them next (Fold), then advance the
 	// watermark to the last one's seq. When Unsummarised[0].Seq > SummarySeq+1,
-	// Load's bound left older messages out; fold those first.
+	// the load's bound left older messages out; fold those first.
 	Unsummarised []store.Message
 	Interrupted  []string // tool call ids whose missing result was filled in as interrupted
 }
@@ -165,8 +168,8 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 	limit := b.Window - b.ReplyReserve
 	avail := max(0, limit-fixed)
 
-	// Split into turns; anything before the first user message (Load's bound
-	// can start mid-turn) is a turn of its own.
+	// Split into turns; anything before the first user message (the load's
+	// bound can start mid-turn) is a turn of its own.
 	msgs := in.Messages
 	if len(msgs) > 0 && msgs[0].Seq > in.SummarySeq+1 {
 		rep.Cut = append(rep.Cut, Cut{Seq: in.SummarySeq + 1, Reason: fmt.Sprintf(

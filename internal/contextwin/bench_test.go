@@ -23,7 +23,7 @@ func benchText(seed, tokens int) string {
 	return sb.String()
 }
 
-// BenchmarkAssembleContext times one context assembly (Load + Assemble, no
+// BenchmarkAssembleContext times one context assembly (load + Assemble, no
 // model call) for sessions of growing length, with about 20 turns not yet
 // covered by the summary. The cost must not grow with the session.
 func BenchmarkAssembleContext(b *testing.B) {
@@ -82,11 +82,11 @@ func BenchmarkAssembleContext(b *testing.B) {
 			// Settle the seeding (WAL, garbage) and warm what every turn after
 			// the first finds warm: the tokenizer's tables and its memo of
 			// counts and cuts of the repeated texts.
-			if _, err := db.SQL.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+			if err := db.Checkpoint(ctx); err != nil {
 				b.Fatal(err)
 			}
 			start := time.Now()
-			if msgs, err := contextwin.Load(ctx, db.SQL, sid, watermark, contextwin.DefaultLoadMax); err == nil {
+			if msgs, err := db.LoadContextMessages(ctx, sid, watermark, contextwin.DefaultLoadMax); err == nil {
 				in.Messages = msgs
 				contextwin.Assemble(in, budgets, tok)
 			}
@@ -95,7 +95,7 @@ func BenchmarkAssembleContext(b *testing.B) {
 			cpu0 := cpuTime()
 			b.ResetTimer()
 			for b.Loop() {
-				msgs, err := contextwin.Load(ctx, db.SQL, sid, watermark, contextwin.DefaultLoadMax)
+				msgs, err := db.LoadContextMessages(ctx, sid, watermark, contextwin.DefaultLoadMax)
 				if err != nil {
 					b.Fatal(err)
 				}

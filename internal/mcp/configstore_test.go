@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,17 +11,14 @@ import (
 	"atrium/internal/errs"
 	"atrium/internal/mcp"
 	"atrium/internal/store"
+	"atrium/internal/store/storetest"
 )
 
 // newConfigStore returns a ConfigStore on a real database and keyring.
 func newConfigStore(t *testing.T) (*mcp.ConfigStore, *store.DB) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "atrium.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Open(t)
 	master := make([]byte, crypto.KeySize)
 	_, _ = rand.Read(master)
 	keys, err := crypto.NewKeyring(ctx, master, db)

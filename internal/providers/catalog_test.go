@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -15,17 +14,14 @@ import (
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/providers"
 	"atrium/internal/store"
+	"atrium/internal/store/storetest"
 )
 
 // newCatalog returns a catalog on a real SQLite file and keyring.
 func newCatalog(t *testing.T) (*providers.Catalog, *store.DB) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "atrium.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Open(t)
 	master := make([]byte, crypto.KeySize)
 	_, _ = rand.Read(master)
 	keys, err := crypto.NewKeyring(ctx, master, db)
@@ -64,10 +60,11 @@ func TestSaveAndResolve(t *testing.T) {
 	}
 
 	t.Run("sealed key", func(t *testing.T) {
-		var sealed []byte
-		if err := db.SQL.QueryRow(`SELECT api_key_sealed FROM providers WHERE id = ?`, p.ID).Scan(&sealed); err != nil {
+		stored, err := db.ProviderByID(ctx, p.ID)
+		if err != nil {
 			t.Fatal(err)
 		}
+		sealed := stored.APIKeySealed
 		if len(sealed) == 0 || bytes.Contains(sealed, []byte(key)) {
 			t.Fatalf("stored key %q is missing or plaintext", sealed)
 		}

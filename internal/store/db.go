@@ -1,6 +1,8 @@
 // Package store is Atrium's SQLite database: one concrete type, DB, with one file per
-// aggregate (users, logins, keys, providers, settings, sessions, messages) and
-// embedded, numbered SQL migrations.
+// aggregate (users, logins, keys, providers, settings, sessions, messages, leases,
+// MCP servers, runs and spans, tool vectors) and embedded, numbered SQL migrations.
+// All of Atrium's SQL lives here; other packages declare the few methods they need
+// as an interface, or take a *DB.
 //
 // All methods are safe for concurrent use. Failures a user should see carry an
 // errs code: errs.NotFound for missing rows (never a nil result with a nil error),
@@ -23,13 +25,14 @@ import (
 	_ "modernc.org/sqlite/vec" // registers sqlite-vec (vec0, vec_*) on every connection
 
 	"atrium/internal/errs"
+	"atrium/internal/store/internal/testpool"
 )
 
 // DB is the opened database. Create it with Open and release it with Close.
 type DB struct {
-	// SQL is the underlying pool, for packages that add their own tables through
-	// later migrations. Write transactions begin IMMEDIATE (see Open).
-	SQL *sql.DB
+	// pool is unexported so that every query is a method here. Write
+	// transactions begin IMMEDIATE (see Open).
+	pool *sql.DB
 
 	// Now supplies every timestamp the store writes. It defaults to time.Now;
 	// tests replace it right after Open.
@@ -80,7 +83,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	sqlDB.SetConnMaxIdleTime(0)
 	sqlDB.SetConnMaxLifetime(0)
 
-	db := &DB{SQL: sqlDB, Now: time.Now}
+	db := &DB{pool: sqlDB, Now: time.Now}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -97,11 +100,15 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	return db, nil
 }
 
+// storetest's raw-SQL helpers reach the pool through testpool, which only
+// packages under internal/store can import.
+func init() { testpool.Of = func(db any) *sql.DB { return db.(*DB).pool } }
+
 // Close releases the prepared statements and the connection pool. SQLite
 // checkpoints and removes the WAL file when the last connection closes.
 func (db *DB) Close() error {
 	db.stmts.close()
-	if err := db.SQL.Close(); err != nil {
+	if err := db.pool.Close(); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
 	return nil
@@ -109,7 +116,7 @@ func (db *DB) Close() error {
 
 // Ping checks that the database answers.
 func (db *DB) Ping(ctx context.Context) error {
-	if err := db.SQL.PingContext(ctx); err != nil {
+	if err := db.pool.PingContext(ctx); err != nil {
 		return fmt.Errorf("store: ping: %w", err)
 	}
 	return nil
@@ -118,7 +125,7 @@ func (db *DB) Ping(ctx context.Context) error {
 // VecVersion returns the version of the bundled sqlite-vec extension, e.g. "v0.1.9".
 func (db *DB) VecVersion(ctx context.Context) (string, error) {
 	var v string
-	if err := db.SQL.QueryRowContext(ctx, `SELECT vec_version()`).Scan(&v); err != nil {
+	if err := db.pool.QueryRowContext(ctx, `SELECT vec_version()`).Scan(&v); err != nil {
 		return "", fmt.Errorf("store: vec version: %w", err)
 	}
 	return v, nil
@@ -128,7 +135,7 @@ func (db *DB) VecVersion(ctx context.Context) (string, error) {
 // Call it after physical deletes (sessions, memories) so that deleted content no
 // longer lingers in the -wal file; secure_delete already zeroes freed pages.
 func (db *DB) Checkpoint(ctx context.Context) error {
-	if _, err := db.SQL.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+	if _, err := db.pool.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 		return fmt.Errorf("store: checkpoint: %w", err)
 	}
 	return nil
@@ -148,7 +155,7 @@ func fromMS(v int64) time.Time { return time.UnixMilli(v) }
 
 // inTx runs fn in one IMMEDIATE transaction, committing when fn returns nil.
 func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := db.SQL.BeginTx(ctx, nil)
+	tx, err := db.pool.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}

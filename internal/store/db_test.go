@@ -87,7 +87,7 @@ func TestOpenPragmas(t *testing.T) {
 	} {
 		t.Run(tc.pragma, func(t *testing.T) {
 			var got string
-			mustNil(t, db.SQL.QueryRowContext(ctx, "PRAGMA "+tc.pragma).Scan(&got))
+			mustNil(t, db.SQLForTest().QueryRowContext(ctx, "PRAGMA "+tc.pragma).Scan(&got))
 			if got != tc.want {
 				t.Errorf("PRAGMA %s = %q, want %q", tc.pragma, got, tc.want)
 			}
@@ -112,7 +112,7 @@ func TestMigrationsRerunIsNoop(t *testing.T) {
 
 	db = mustOpenPath(t, path) // re-run: must not fail or wipe data
 	var applied int
-	mustNil(t, db.SQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&applied))
+	mustNil(t, db.SQLForTest().QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&applied))
 	if applied != store.LatestSchemaVersion() {
 		t.Errorf("schema_migrations has %d rows, want %d", applied, store.LatestSchemaVersion())
 	}
@@ -148,7 +148,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "atrium.db")
 	db, err := store.Open(ctx, path)
 	mustNil(t, err)
-	_, err = db.SQL.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, '0999_future.sql', 0)`)
+	_, err = db.SQLForTest().ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, '0999_future.sql', 0)`)
 	mustNil(t, err)
 	mustNil(t, db.Close())
 
@@ -181,7 +181,7 @@ func TestVec(t *testing.T) {
 	if !strings.HasPrefix(v, "v0.") {
 		t.Errorf("vec_version() = %q", v)
 	}
-	_, err = db.SQL.ExecContext(ctx, `CREATE VIRTUAL TABLE v USING vec0(embedding float[4])`)
+	_, err = db.SQLForTest().ExecContext(ctx, `CREATE VIRTUAL TABLE v USING vec0(embedding float[4])`)
 	mustNil(t, err)
 	rows := map[int64]string{
 		1: "[1, 0, 0, 0]",
@@ -190,7 +190,7 @@ func TestVec(t *testing.T) {
 		4: "[0, 0, 0, 1]",
 	}
 	for id, e := range rows {
-		_, err := db.SQL.ExecContext(ctx, `INSERT INTO v (rowid, embedding) VALUES (?, ?)`, id, e)
+		_, err := db.SQLForTest().ExecContext(ctx, `INSERT INTO v (rowid, embedding) VALUES (?, ?)`, id, e)
 		mustNil(t, err)
 	}
 	tests := []struct {
@@ -202,7 +202,7 @@ func TestVec(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rs, err := db.SQL.QueryContext(ctx, `SELECT rowid, distance FROM v WHERE embedding MATCH ? ORDER BY distance LIMIT 2`, tc.query)
+			rs, err := db.SQLForTest().QueryContext(ctx, `SELECT rowid, distance FROM v WHERE embedding MATCH ? ORDER BY distance LIMIT 2`, tc.query)
 			mustNil(t, err)
 			defer rs.Close()
 			var got []int64

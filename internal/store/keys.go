@@ -15,7 +15,7 @@ const InstanceOwner int64 = 0
 // Meta returns the value stored under key, or errs.NotFound.
 func (db *DB) Meta(ctx context.Context, key string) ([]byte, error) {
 	var v []byte
-	err := db.SQL.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	err := db.pool.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: meta %q: %w", key, errs.E(errs.NotFound, "meta key not found"))
 	}
@@ -30,7 +30,7 @@ func (db *DB) SetMeta(ctx context.Context, key string, value []byte) error {
 	if value == nil {
 		value = []byte{}
 	}
-	_, err := db.SQL.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
+	_, err := db.pool.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
 	if err != nil {
 		return fmt.Errorf("store: set meta %q: %w", key, err)
@@ -42,7 +42,7 @@ func (db *DB) SetMeta(ctx context.Context, key string, value []byte) error {
 // or errs.NotFound.
 func (db *DB) WrappedKey(ctx context.Context, owner int64) ([]byte, error) {
 	var v []byte
-	err := db.SQL.QueryRowContext(ctx, `SELECT wrapped FROM data_keys WHERE owner_id = ?`, owner).Scan(&v)
+	err := db.pool.QueryRowContext(ctx, `SELECT wrapped FROM data_keys WHERE owner_id = ?`, owner).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: wrapped key: %w", errs.E(errs.NotFound, "data key not found"))
 	}
@@ -59,7 +59,7 @@ func (db *DB) PutWrappedKey(ctx context.Context, owner int64, wrapped []byte) er
 	if len(wrapped) == 0 {
 		return fmt.Errorf("store: put wrapped key: %w", errs.E(errs.Invalid, "empty wrapped key"))
 	}
-	_, err := db.SQL.ExecContext(ctx, `INSERT INTO data_keys (owner_id, wrapped, created_at) VALUES (?, ?, ?)`,
+	_, err := db.pool.ExecContext(ctx, `INSERT INTO data_keys (owner_id, wrapped, created_at) VALUES (?, ?, ?)`,
 		owner, wrapped, ms(db.now()))
 	if isUnique(err) {
 		return fmt.Errorf("store: put wrapped key: %w", errs.Wrap(errs.Conflict, err, "data key already exists"))

@@ -36,7 +36,7 @@ type MCPServer struct {
 
 const mcpServerCols = `id, name, transport, config, secrets_sealed, enabled, created_at, updated_at`
 
-func scanMCPServer(row interface{ Scan(...any) error }) (MCPServer, error) {
+func scanMCPServer(row scanner) (MCPServer, error) {
 	var s MCPServer
 	var config string
 	var created, updated int64
@@ -78,7 +78,7 @@ func (db *DB) CreateMCPServer(ctx context.Context, s *MCPServer) error {
 		return fmt.Errorf("store: create mcp server: %w", err)
 	}
 	now := ms(db.now())
-	err = db.SQL.QueryRowContext(ctx, `INSERT INTO mcp_servers (name, transport, config, secrets_sealed, enabled, created_at, updated_at)
+	err = db.pool.QueryRowContext(ctx, `INSERT INTO mcp_servers (name, transport, config, secrets_sealed, enabled, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		s.Name, s.Transport, config, s.SecretsSealed, s.Enabled, now, now).Scan(&s.ID)
 	if isUnique(err) {
@@ -99,7 +99,7 @@ func (db *DB) UpdateMCPServer(ctx context.Context, s MCPServer) error {
 	if err != nil {
 		return fmt.Errorf("store: update mcp server: %w", err)
 	}
-	res, err := db.SQL.ExecContext(ctx, `UPDATE mcp_servers SET name = ?, transport = ?, config = ?, secrets_sealed = ?, enabled = ?, updated_at = ?
+	res, err := db.pool.ExecContext(ctx, `UPDATE mcp_servers SET name = ?, transport = ?, config = ?, secrets_sealed = ?, enabled = ?, updated_at = ?
 		WHERE id = ?`, s.Name, s.Transport, config, s.SecretsSealed, s.Enabled, ms(db.now()), s.ID)
 	if isUnique(err) {
 		return fmt.Errorf("store: update mcp server: %w", errs.Wrap(errs.Conflict, err, "an MCP server named %q already exists", s.Name))
@@ -116,7 +116,7 @@ func (db *DB) UpdateMCPServer(ctx context.Context, s MCPServer) error {
 // SetMCPServerEnabled enables or disables server id and bumps UpdatedAt, or
 // returns errs.NotFound.
 func (db *DB) SetMCPServerEnabled(ctx context.Context, id int64, enabled bool) error {
-	res, err := db.SQL.ExecContext(ctx, `UPDATE mcp_servers SET enabled = ?, updated_at = ? WHERE id = ?`, enabled, ms(db.now()), id)
+	res, err := db.pool.ExecContext(ctx, `UPDATE mcp_servers SET enabled = ?, updated_at = ? WHERE id = ?`, enabled, ms(db.now()), id)
 	if err == nil {
 		err = mustAffect(res, "MCP server not found")
 	}
@@ -128,7 +128,7 @@ func (db *DB) SetMCPServerEnabled(ctx context.Context, id int64, enabled bool) e
 
 // DeleteMCPServer removes server id, or returns errs.NotFound.
 func (db *DB) DeleteMCPServer(ctx context.Context, id int64) error {
-	res, err := db.SQL.ExecContext(ctx, `DELETE FROM mcp_servers WHERE id = ?`, id)
+	res, err := db.pool.ExecContext(ctx, `DELETE FROM mcp_servers WHERE id = ?`, id)
 	if err == nil {
 		err = mustAffect(res, "MCP server not found")
 	}
@@ -140,7 +140,7 @@ func (db *DB) DeleteMCPServer(ctx context.Context, id int64) error {
 
 // MCPServerByID returns server id or errs.NotFound.
 func (db *DB) MCPServerByID(ctx context.Context, id int64) (MCPServer, error) {
-	s, err := scanMCPServer(db.SQL.QueryRowContext(ctx, `SELECT `+mcpServerCols+` FROM mcp_servers WHERE id = ?`, id))
+	s, err := scanMCPServer(db.pool.QueryRowContext(ctx, `SELECT `+mcpServerCols+` FROM mcp_servers WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return MCPServer{}, fmt.Errorf("store: mcp server by id: %w", errs.E(errs.NotFound, "MCP server not found"))
 	}
@@ -152,20 +152,12 @@ func (db *DB) MCPServerByID(ctx context.Context, id int64) (MCPServer, error) {
 
 // ListMCPServers returns all MCP servers, enabled or not, ordered by name.
 func (db *DB) ListMCPServers(ctx context.Context) ([]MCPServer, error) {
-	rows, err := db.SQL.QueryContext(ctx, `SELECT `+mcpServerCols+` FROM mcp_servers ORDER BY name, id`)
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+mcpServerCols+` FROM mcp_servers ORDER BY name, id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list mcp servers: %w", err)
 	}
-	defer rows.Close()
-	var list []MCPServer
-	for rows.Next() {
-		s, err := scanMCPServer(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list mcp servers: %w", err)
-		}
-		list = append(list, s)
-	}
-	if err := rows.Err(); err != nil {
+	list, err := scanAll(rows, scanMCPServer)
+	if err != nil {
 		return nil, fmt.Errorf("store: list mcp servers: %w", err)
 	}
 	return list, nil

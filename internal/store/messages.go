@@ -60,6 +60,7 @@ type stmts struct {
 	touchSession *sql.Stmt // bump sessions.updated_at; 0 rows = no such session
 	insertMsg    *sql.Stmt // insert with seq = max(seq)+1, returning id, seq
 	msgsBefore   *sql.Stmt // newest first, seq < ?, limit ?
+	loadContext  *sql.Stmt // LoadContextMessages: newest first, seq > ?, limit ?, the columns the context engine reads
 }
 
 func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -79,18 +80,19 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		RETURNING id, seq`)
 	s.msgsBefore = prep(`SELECT ` + messageCols + ` FROM messages
 		WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?`)
+	s.loadContext = prep(loadContextQuery)
 	return err
 }
 
 func (s *stmts) close() {
-	for _, st := range []*sql.Stmt{s.touchSession, s.insertMsg, s.msgsBefore} {
+	for _, st := range []*sql.Stmt{s.touchSession, s.insertMsg, s.msgsBefore, s.loadContext} {
 		if st != nil {
 			st.Close()
 		}
 	}
 }
 
-func scanMessage(row interface{ Scan(...any) error }) (Message, error) {
+func scanMessage(row scanner) (Message, error) {
 	var m Message
 	var created, updated, durMS int64
 	var toolCalls sql.NullString
@@ -199,7 +201,7 @@ func (db *DB) UpdateMessage(ctx context.Context, m *Message) error {
 		return fmt.Errorf("store: update message: %w", err)
 	}
 	now := ms(db.now())
-	res, err := db.SQL.ExecContext(ctx, `UPDATE messages SET content = ?, reasoning = ?, tool_calls = ?, status = ?, error = ?,
+	res, err := db.pool.ExecContext(ctx, `UPDATE messages SET content = ?, reasoning = ?, tool_calls = ?, status = ?, error = ?,
 		model = ?, tokens = ?, duration_ms = ?, updated_at = ? WHERE id = ?`,
 		m.Content, m.Reasoning, nullText(m.ToolCalls), m.Status, m.Error, m.Model, m.Tokens, m.Duration.Milliseconds(), now, m.ID)
 	if isCheck(err) {
@@ -246,16 +248,8 @@ func (db *DB) messagesBefore(ctx context.Context, sessionID string, beforeSeq in
 	if err != nil {
 		return nil, false, err
 	}
-	defer rows.Close()
-	msgs := make([]Message, 0, min(limit+1, 64))
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, false, err
-		}
-		msgs = append(msgs, m)
-	}
-	if err := rows.Err(); err != nil {
+	msgs, err := appendRows(make([]Message, 0, min(limit+1, 64)), rows, scanMessage)
+	if err != nil {
 		return nil, false, err
 	}
 	hasOlder := len(msgs) > limit
@@ -268,21 +262,13 @@ func (db *DB) messagesBefore(ctx context.Context, sessionID string, beforeSeq in
 
 // MessagesAfter returns every message with seq > afterSeq, ascending.
 func (db *DB) MessagesAfter(ctx context.Context, sessionID string, afterSeq int64) ([]Message, error) {
-	rows, err := db.SQL.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
 		WHERE session_id = ? AND seq > ? ORDER BY seq`, sessionID, afterSeq)
 	if err != nil {
 		return nil, fmt.Errorf("store: messages after: %w", err)
 	}
-	defer rows.Close()
-	var msgs []Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: messages after: %w", err)
-		}
-		msgs = append(msgs, m)
-	}
-	if err := rows.Err(); err != nil {
+	msgs, err := scanAll(rows, scanMessage)
+	if err != nil {
 		return nil, fmt.Errorf("store: messages after: %w", err)
 	}
 	return msgs, nil
@@ -290,7 +276,7 @@ func (db *DB) MessagesAfter(ctx context.Context, sessionID string, afterSeq int6
 
 // MessageByID returns one message of the session, or errs.NotFound.
 func (db *DB) MessageByID(ctx context.Context, sessionID string, id int64) (Message, error) {
-	m, err := scanMessage(db.SQL.QueryRowContext(ctx, `SELECT `+messageCols+` FROM messages WHERE id = ? AND session_id = ?`, id, sessionID))
+	m, err := scanMessage(db.pool.QueryRowContext(ctx, `SELECT `+messageCols+` FROM messages WHERE id = ? AND session_id = ?`, id, sessionID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Message{}, fmt.Errorf("store: message by id: %w", errs.E(errs.NotFound, "message not found"))
 	}
@@ -303,22 +289,55 @@ func (db *DB) MessageByID(ctx context.Context, sessionID string, id int64) (Mess
 // MessagesFrom returns up to limit messages with seq > afterSeq, oldest first (for
 // folding old turns into the summary in bounded batches).
 func (db *DB) MessagesFrom(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Message, error) {
-	rows, err := db.SQL.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
 		WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: messages from: %w", err)
 	}
-	defer rows.Close()
-	var out []Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: messages from: %w", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanAll(rows, scanMessage)
+	if err != nil {
 		return nil, fmt.Errorf("store: messages from: %w", err)
 	}
 	return out, nil
+}
+
+// DefaultContextMessages is how many messages LoadContextMessages returns when
+// max <= 0.
+const DefaultContextMessages = 400
+
+const loadContextQuery = `SELECT id, seq, role, content, tool_calls, tool_call_id, status, tokens, created_at, updated_at
+	FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq DESC LIMIT ?`
+
+// LoadContextMessages returns the newest max messages of the session with seq >
+// afterSeq (the summary's watermark), ascending: what the context engine
+// (contextwin.Assemble) needs every turn, at a cost that does not grow with the
+// session (one range scan of the (session_id, seq) index, on a statement
+// prepared at Open). max <= 0 means DefaultContextMessages. Only the fields the
+// context engine reads are filled: Reasoning, Error and Model are left empty, and
+// SessionID is sessionID. An unknown session yields no messages; ownership is the
+// caller's check.
+func (db *DB) LoadContextMessages(ctx context.Context, sessionID string, afterSeq int64, max int) ([]Message, error) {
+	if max <= 0 {
+		max = DefaultContextMessages
+	}
+	rows, err := db.stmts.loadContext.QueryContext(ctx, sessionID, afterSeq, max)
+	if err != nil {
+		return nil, fmt.Errorf("store: load context messages: %w", err)
+	}
+	msgs, err := appendRows(make([]Message, 0, min(max, 64)), rows, func(row scanner) (Message, error) {
+		m := Message{SessionID: sessionID}
+		var calls sql.NullString
+		var created, updated int64
+		err := row.Scan(&m.ID, &m.Seq, &m.Role, &m.Content, &calls, &m.ToolCallID, &m.Status, &m.Tokens, &created, &updated)
+		if calls.Valid {
+			m.ToolCalls = []byte(calls.String)
+		}
+		m.CreatedAt, m.UpdatedAt = fromMS(created), fromMS(updated)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: load context messages: %w", err)
+	}
+	slices.Reverse(msgs)
+	return msgs, nil
 }

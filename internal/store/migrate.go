@@ -62,7 +62,7 @@ func LatestSchemaVersion() int {
 // SchemaVersion returns the highest migration version applied to the database.
 func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 	var v int
-	err := db.SQL.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	err := db.pool.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
 	if err != nil {
 		return 0, fmt.Errorf("store: schema version: %w", err)
 	}
@@ -81,7 +81,7 @@ func (db *DB) migrate(ctx context.Context) error {
 	if len(list) > 0 {
 		known = list[len(list)-1].version
 	}
-	if _, err := db.SQL.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	if _, err := db.pool.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT    NOT NULL,
 		applied_at INTEGER NOT NULL

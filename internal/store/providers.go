@@ -33,7 +33,7 @@ type Provider struct {
 
 const providerCols = `id, name, kind, base_url, api_key_sealed, models, created_at, updated_at`
 
-func scanProvider(row interface{ Scan(...any) error }) (Provider, error) {
+func scanProvider(row scanner) (Provider, error) {
 	var p Provider
 	var models string
 	var created, updated int64
@@ -74,7 +74,7 @@ type querier interface {
 // CreateProvider inserts p and sets its ID and timestamps. A taken name (case
 // insensitive) is errs.Conflict; a bad kind or empty name errs.Invalid.
 func (db *DB) CreateProvider(ctx context.Context, p *Provider) error {
-	if err := db.createProvider(ctx, db.SQL, p); err != nil {
+	if err := db.createProvider(ctx, db.pool, p); err != nil {
 		return fmt.Errorf("store: create provider: %w", err)
 	}
 	return nil
@@ -102,7 +102,7 @@ func (db *DB) createProvider(ctx context.Context, q querier, p *Provider) error 
 // UpdateProvider replaces every field of provider p.ID (except CreatedAt) and
 // bumps UpdatedAt. Missing is errs.NotFound; a taken name errs.Conflict.
 func (db *DB) UpdateProvider(ctx context.Context, p Provider) error {
-	if err := db.updateProvider(ctx, db.SQL, &p); err != nil {
+	if err := db.updateProvider(ctx, db.pool, &p); err != nil {
 		return fmt.Errorf("store: update provider: %w", err)
 	}
 	return nil
@@ -164,7 +164,7 @@ func (db *DB) SaveProvider(ctx context.Context, p *Provider, sealKey func(id int
 
 // DeleteProvider removes a provider, or returns errs.NotFound.
 func (db *DB) DeleteProvider(ctx context.Context, id int64) error {
-	res, err := db.SQL.ExecContext(ctx, `DELETE FROM providers WHERE id = ?`, id)
+	res, err := db.pool.ExecContext(ctx, `DELETE FROM providers WHERE id = ?`, id)
 	if err == nil {
 		err = mustAffect(res, "provider not found")
 	}
@@ -176,7 +176,7 @@ func (db *DB) DeleteProvider(ctx context.Context, id int64) error {
 
 // ProviderByID returns the provider or errs.NotFound.
 func (db *DB) ProviderByID(ctx context.Context, id int64) (Provider, error) {
-	p, err := scanProvider(db.SQL.QueryRowContext(ctx, `SELECT `+providerCols+` FROM providers WHERE id = ?`, id))
+	p, err := scanProvider(db.pool.QueryRowContext(ctx, `SELECT `+providerCols+` FROM providers WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Provider{}, fmt.Errorf("store: provider by id: %w", errs.E(errs.NotFound, "provider not found"))
 	}
@@ -188,20 +188,12 @@ func (db *DB) ProviderByID(ctx context.Context, id int64) (Provider, error) {
 
 // ListProviders returns all providers ordered by name.
 func (db *DB) ListProviders(ctx context.Context) ([]Provider, error) {
-	rows, err := db.SQL.QueryContext(ctx, `SELECT `+providerCols+` FROM providers ORDER BY name, id`)
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+providerCols+` FROM providers ORDER BY name, id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list providers: %w", err)
 	}
-	defer rows.Close()
-	var ps []Provider
-	for rows.Next() {
-		p, err := scanProvider(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list providers: %w", err)
-		}
-		ps = append(ps, p)
-	}
-	if err := rows.Err(); err != nil {
+	ps, err := scanAll(rows, scanProvider)
+	if err != nil {
 		return nil, fmt.Errorf("store: list providers: %w", err)
 	}
 	return ps, nil

@@ -30,7 +30,7 @@ type Session struct {
 
 const sessionCols = `id, owner_id, title, model, state, summary, summary_seq, created_at, updated_at`
 
-func scanSession(row interface{ Scan(...any) error }) (Session, error) {
+func scanSession(row scanner) (Session, error) {
 	var s Session
 	var state string
 	var created, updated int64
@@ -53,7 +53,7 @@ func (db *DB) CreateSession(ctx context.Context, s *Session) error {
 		s.State = []byte("{}")
 	}
 	now := ms(db.now())
-	_, err := db.SQL.ExecContext(ctx, `INSERT INTO sessions (id, owner_id, title, model, state, summary, summary_seq, created_at, updated_at)
+	_, err := db.pool.ExecContext(ctx, `INSERT INTO sessions (id, owner_id, title, model, state, summary, summary_seq, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.OwnerID, s.Title, s.Model, string(s.State), s.Summary, s.SummarySeq, now, now)
 	switch {
@@ -73,7 +73,7 @@ func (db *DB) CreateSession(ctx context.Context, s *Session) error {
 // SessionForOwner returns session id if owner owns it. A missing session and
 // someone else's session are the same errs.NotFound.
 func (db *DB) SessionForOwner(ctx context.Context, id string, owner int64) (Session, error) {
-	s, err := scanSession(db.SQL.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ? AND owner_id = ?`, id, owner))
+	s, err := scanSession(db.pool.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ? AND owner_id = ?`, id, owner))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Session{}, fmt.Errorf("store: session for owner: %w", errs.E(errs.NotFound, sessionNotFound))
 	}
@@ -132,27 +132,19 @@ func (db *DB) ListSessions(ctx context.Context, owner int64, after *SessionCurso
 	limit = min(limit, MaxSessionPage)
 	var rows *sql.Rows
 	if after == nil {
-		rows, err = db.SQL.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
+		rows, err = db.pool.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
 			WHERE owner_id = ?
 			ORDER BY updated_at DESC, id ASC LIMIT ?`, owner, limit+1)
 	} else {
 		at := ms(after.UpdatedAt)
-		rows, err = db.SQL.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
+		rows, err = db.pool.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
 			WHERE owner_id = ? AND (updated_at < ? OR (updated_at = ? AND id > ?))
 			ORDER BY updated_at DESC, id ASC LIMIT ?`, owner, at, at, after.ID, limit+1)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: list sessions: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, nil, fmt.Errorf("store: list sessions: %w", err)
-		}
-		sessions = append(sessions, s)
-	}
-	if err := rows.Err(); err != nil {
+	if sessions, err = scanAll(rows, scanSession); err != nil {
 		return nil, nil, fmt.Errorf("store: list sessions: %w", err)
 	}
 	if len(sessions) > limit {
@@ -166,7 +158,7 @@ func (db *DB) ListSessions(ctx context.Context, owner int64, after *SessionCurso
 // updateSession runs one owner-scoped UPDATE; no match is errs.NotFound.
 func (db *DB) updateSession(ctx context.Context, op, set string, id string, owner int64, args ...any) error {
 	args = append(args, ms(db.now()), id, owner)
-	res, err := db.SQL.ExecContext(ctx, `UPDATE sessions SET `+set+`, updated_at = ? WHERE id = ? AND owner_id = ?`, args...)
+	res, err := db.pool.ExecContext(ctx, `UPDATE sessions SET `+set+`, updated_at = ? WHERE id = ? AND owner_id = ?`, args...)
 	if isCheck(err) {
 		err = errs.Wrap(errs.Invalid, err, "session state must be JSON")
 	}
@@ -210,7 +202,7 @@ func (db *DB) SetSessionSummary(ctx context.Context, id string, owner int64, sum
 // Missing or foreign is errs.NotFound. Call Checkpoint afterwards to flush the
 // deleted content out of the WAL file.
 func (db *DB) DeleteSession(ctx context.Context, id string, owner int64) error {
-	res, err := db.SQL.ExecContext(ctx, `DELETE FROM sessions WHERE id = ? AND owner_id = ?`, id, owner)
+	res, err := db.pool.ExecContext(ctx, `DELETE FROM sessions WHERE id = ? AND owner_id = ?`, id, owner)
 	if err == nil {
 		err = mustAffect(res, sessionNotFound)
 	}
@@ -224,7 +216,7 @@ func (db *DB) DeleteSession(ctx context.Context, id string, owner int64) error {
 // the current watermark, so that summaries folded concurrently or late never move it
 // back. It reports whether it changed the session; it does not reorder the sidebar.
 func (db *DB) AdvanceSessionSummary(ctx context.Context, id string, owner int64, summary string, seq int64) (bool, error) {
-	res, err := db.SQL.ExecContext(ctx, `UPDATE sessions SET summary = ?, summary_seq = ?
+	res, err := db.pool.ExecContext(ctx, `UPDATE sessions SET summary = ?, summary_seq = ?
 		WHERE id = ? AND owner_id = ? AND summary_seq < ?`, summary, seq, id, owner, seq)
 	if err != nil {
 		return false, fmt.Errorf("store: advance session summary: %w", err)

@@ -170,7 +170,7 @@ func TestDeleteSessionCascades(t *testing.T) {
 	wantCode(t, db.DeleteSession(ctx, s.ID, ann.ID), errs.NotFound)
 
 	var n int
-	mustNil(t, db.SQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE session_id = ?`, s.ID).Scan(&n))
+	mustNil(t, db.SQLForTest().QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE session_id = ?`, s.ID).Scan(&n))
 	if n != 0 {
 		t.Errorf("%d messages survived their session", n)
 	}

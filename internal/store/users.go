@@ -30,7 +30,7 @@ type User struct {
 
 const userCols = `id, username, password_hash, role, disabled, created_at, updated_at`
 
-func scanUser(row interface{ Scan(...any) error }) (User, error) {
+func scanUser(row scanner) (User, error) {
 	var u User
 	var created, updated int64
 	err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.Disabled, &created, &updated)
@@ -63,7 +63,7 @@ func (db *DB) CreateFirstAdmin(ctx context.Context, username, passwordHash strin
 	now := db.now()
 	u.CreatedAt, u.UpdatedAt = fromMS(ms(now)), fromMS(ms(now))
 	// One statement: the write lock is held from the NOT EXISTS check to the insert.
-	err := db.SQL.QueryRowContext(ctx, `INSERT INTO users (username, password_hash, role, disabled, created_at, updated_at)
+	err := db.pool.QueryRowContext(ctx, `INSERT INTO users (username, password_hash, role, disabled, created_at, updated_at)
 		SELECT ?, ?, 'admin', 0, ?, ? WHERE NOT EXISTS (SELECT 1 FROM users)
 		RETURNING id`, username, passwordHash, ms(now), ms(now)).Scan(&u.ID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -82,7 +82,7 @@ func (db *DB) CreateUser(ctx context.Context, u *User) error {
 		return fmt.Errorf("store: create user: %w", err)
 	}
 	now := ms(db.now())
-	err := db.SQL.QueryRowContext(ctx, `INSERT INTO users (username, password_hash, role, disabled, created_at, updated_at)
+	err := db.pool.QueryRowContext(ctx, `INSERT INTO users (username, password_hash, role, disabled, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
 		u.Username, u.PasswordHash, u.Role, u.Disabled, now, now).Scan(&u.ID)
 	if isUnique(err) {
@@ -98,7 +98,7 @@ func (db *DB) CreateUser(ctx context.Context, u *User) error {
 // CountUsers returns the number of users, enabled or not.
 func (db *DB) CountUsers(ctx context.Context) (int, error) {
 	var n int
-	if err := db.SQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM users`).Scan(&n); err != nil {
+	if err := db.pool.QueryRowContext(ctx, `SELECT COUNT(*) FROM users`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: count users: %w", err)
 	}
 	return n, nil
@@ -106,7 +106,7 @@ func (db *DB) CountUsers(ctx context.Context) (int, error) {
 
 // UserByID returns the user or errs.NotFound.
 func (db *DB) UserByID(ctx context.Context, id int64) (User, error) {
-	u, err := scanUser(db.SQL.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
+	u, err := scanUser(db.pool.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return User{}, fmt.Errorf("store: user by id: %w", errs.E(errs.NotFound, "user not found"))
 	}
@@ -119,7 +119,7 @@ func (db *DB) UserByID(ctx context.Context, id int64) (User, error) {
 // UserByUsername returns the user (username compared case-insensitively) or
 // errs.NotFound.
 func (db *DB) UserByUsername(ctx context.Context, name string) (User, error) {
-	u, err := scanUser(db.SQL.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE username = ?`, name))
+	u, err := scanUser(db.pool.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE username = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return User{}, fmt.Errorf("store: user by username: %w", errs.E(errs.NotFound, "user not found"))
 	}
@@ -131,20 +131,12 @@ func (db *DB) UserByUsername(ctx context.Context, name string) (User, error) {
 
 // ListUsers returns all users ordered by username.
 func (db *DB) ListUsers(ctx context.Context) ([]User, error) {
-	rows, err := db.SQL.QueryContext(ctx, `SELECT `+userCols+` FROM users ORDER BY username, id`)
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+userCols+` FROM users ORDER BY username, id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list users: %w", err)
 	}
-	defer rows.Close()
-	var us []User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list users: %w", err)
-		}
-		us = append(us, u)
-	}
-	if err := rows.Err(); err != nil {
+	us, err := scanAll(rows, scanUser)
+	if err != nil {
 		return nil, fmt.Errorf("store: list users: %w", err)
 	}
 	return us, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"atrium/internal/llm"
 	"atrium/internal/store"
+	"atrium/internal/store/storetest"
 	"atrium/internal/tools"
 )
 
@@ -162,18 +162,8 @@ func TestDatetime(t *testing.T) {
 	}
 }
 
-func openStore(t *testing.T) *store.DB {
-	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "atrium.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 func TestTaskTools(t *testing.T) {
-	db := openStore(t)
+	db := storetest.Open(t)
 	ctx := context.Background()
 	ann := store.User{Username: "ann", PasswordHash: "h", Role: store.RoleUser}
 	bob := store.User{Username: "bob", PasswordHash: "h", Role: store.RoleUser}

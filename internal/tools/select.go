@@ -3,14 +3,26 @@ package tools
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"strings"
-	"time"
+
+	"atrium/internal/store"
 )
+
+// VectorStore keeps the tools' description vectors for Select; *store.DB is one.
+type VectorStore interface {
+	// ToolVectorHashes returns the content hash of every stored vector by tool name.
+	ToolVectorHashes(ctx context.Context) (map[string]string, error)
+	// PutToolVectors stores vectors in one transaction, replacing those of the same names.
+	PutToolVectors(ctx context.Context, vs []store.ToolVector) error
+	// CountToolVectors returns how many vectors are stored, of any tool.
+	CountToolVectors(ctx context.Context) (int, error)
+	// NearestToolVectors returns the k stored tools nearest to query, nearest first.
+	NearestToolVectors(ctx context.Context, query []float32, k int) ([]store.ToolMatch, error)
+}
+
+var _ VectorStore = (*store.DB)(nil)
 
 // DefaultSelectLimit is how many tools a turn is offered by similarity.
 const DefaultSelectLimit = 20
@@ -27,9 +39,6 @@ type Selection struct {
 	Reason  string             // ReasonAll or ReasonSimilarity
 	Scores  map[string]float64 // cosine similarity to the query, for the tools ranked (similarity only)
 }
-
-// maxK is sqlite-vec's upper bound for k in a KNN query.
-const maxK = 4096
 
 // Select chooses the tools to offer for one turn. With at most limit enabled
 // tools (limit <= 0 means DefaultSelectLimit), or without a database or
@@ -58,40 +67,29 @@ func (r *Registry) Select(ctx context.Context, query string, recent []string, li
 	for _, t := range enabled {
 		byName[t.Name] = t
 	}
-	var stored int
-	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM tool_embeddings`).Scan(&stored); err != nil {
+	stored, err := r.db.CountToolVectors(ctx)
+	if err != nil {
 		return nil, Selection{}, fmt.Errorf("tools: select: %w", err)
 	}
 	// Rows of disabled or unregistered tools may rank above enabled ones; ask
 	// for enough neighbours that limit enabled tools remain after filtering.
-	k := min(limit+max(0, stored-len(enabled)), stored, maxK)
-	rows, err := r.db.QueryContext(ctx, `SELECT e.name, v.distance
-		FROM (SELECT rowid, distance FROM tool_vectors WHERE embedding MATCH ? AND k = ?) v
-		JOIN tool_embeddings e ON e.id = v.rowid
-		ORDER BY v.distance, e.name`, vectorBlob(r.emb.Embed(query)), k)
+	// (The store caps k at sqlite-vec's bound, store.MaxToolMatches.)
+	k := min(limit+max(0, stored-len(enabled)), stored)
+	matches, err := r.db.NearestToolVectors(ctx, r.emb.Embed(query), k)
 	if err != nil {
 		return nil, Selection{}, fmt.Errorf("tools: select: %w", err)
 	}
-	defer rows.Close()
 
 	sel := Selection{Reason: ReasonSimilarity, Scores: map[string]float64{}}
 	picked := map[string]bool{}
 	top := 0
-	for rows.Next() {
-		var name string
-		var dist float64
-		if err := rows.Scan(&name, &dist); err != nil {
-			return nil, Selection{}, fmt.Errorf("tools: select: %w", err)
-		}
-		if _, ok := byName[name]; !ok || picked[name] || top == limit {
+	for _, m := range matches {
+		if _, ok := byName[m.Name]; !ok || picked[m.Name] || top == limit {
 			continue
 		}
-		picked[name] = true
+		picked[m.Name] = true
 		top++
-		sel.Scores[name] = 1 - dist*dist/2 // unit vectors: L2 distance -> cosine similarity
-	}
-	if err := rows.Err(); err != nil {
-		return nil, Selection{}, fmt.Errorf("tools: select: %w", err)
+		sel.Scores[m.Name] = 1 - m.Distance*m.Distance/2 // unit vectors: L2 distance -> cosine similarity
 	}
 	for _, name := range recent {
 		if _, ok := byName[name]; ok {
@@ -140,14 +138,12 @@ func (r *Registry) syncVectors(ctx context.Context) error {
 
 	type job struct {
 		name, text, hash string
-		vec              []float32
-		id               int64 // existing row, 0 if none
 	}
-	var jobs []*job
+	var jobs []job
 	r.mu.RLock()
 	for name, e := range r.tools {
 		if e.enabled && r.synced[name] != e.hash {
-			jobs = append(jobs, &job{name: name, text: embedText(e.tool), hash: e.hash})
+			jobs = append(jobs, job{name: name, text: embedText(e.tool), hash: e.hash})
 		}
 	}
 	r.mu.RUnlock()
@@ -155,56 +151,19 @@ func (r *Registry) syncVectors(ctx context.Context) error {
 		return nil
 	}
 
-	stored := map[string]struct {
-		id   int64
-		hash string
-	}{}
-	rows, err := r.db.QueryContext(ctx, `SELECT id, name, hash FROM tool_embeddings`)
+	stored, err := r.db.ToolVectorHashes(ctx)
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var id int64
-		var name, hash string
-		if err := rows.Scan(&id, &name, &hash); err != nil {
-			rows.Close()
-			return err
-		}
-		stored[name] = struct {
-			id   int64
-			hash string
-		}{id, hash}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-
-	var todo []*job
+	var todo []store.ToolVector
 	for _, j := range jobs {
-		s, ok := stored[j.name]
-		if ok && s.hash == j.hash {
+		if stored[j.name] == j.hash {
 			continue // stored by an earlier run: no need to embed
 		}
-		j.id = s.id
-		j.vec = r.emb.Embed(j.text)
-		todo = append(todo, j)
+		todo = append(todo, store.ToolVector{Name: j.name, Hash: j.hash, Vector: r.emb.Embed(j.text)})
 	}
-	if len(todo) > 0 {
-		tx, err := r.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		now := time.Now().UnixMilli()
-		for _, j := range todo {
-			if err := storeVector(ctx, tx, j.id, j.name, j.hash, j.vec, now); err != nil {
-				tx.Rollback()
-				return fmt.Errorf("store vector of %s: %w", j.name, err)
-			}
-		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
+	if err := r.db.PutToolVectors(ctx, todo); err != nil {
+		return err
 	}
 
 	r.mu.Lock()
@@ -213,34 +172,4 @@ func (r *Registry) syncVectors(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	return nil
-}
-
-func storeVector(ctx context.Context, tx *sql.Tx, id int64, name, hash string, vec []float32, now int64) error {
-	if id == 0 {
-		res, err := tx.ExecContext(ctx, `INSERT INTO tool_embeddings (name, hash, updated_at) VALUES (?, ?, ?)`, name, hash, now)
-		if err != nil {
-			return err
-		}
-		if id, err = res.LastInsertId(); err != nil {
-			return err
-		}
-	} else {
-		if _, err := tx.ExecContext(ctx, `UPDATE tool_embeddings SET hash = ?, updated_at = ? WHERE id = ?`, hash, now, id); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM tool_vectors WHERE rowid = ?`, id); err != nil {
-			return err
-		}
-	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO tool_vectors (rowid, embedding) VALUES (?, ?)`, id, vectorBlob(vec))
-	return err
-}
-
-// vectorBlob encodes v as sqlite-vec's float32 blob (little-endian).
-func vectorBlob(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
 }

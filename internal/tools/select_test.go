@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"atrium/internal/store/storetest"
 	"atrium/internal/tools"
 )
 
@@ -76,9 +77,9 @@ func (c *countingEmbedder) Embed(text string) []float32 {
 }
 
 func TestSelectAllWhenFew(t *testing.T) {
-	db := openStore(t)
+	db := storetest.Open(t)
 	emb := &countingEmbedder{}
-	r := tools.NewRegistry(db.SQL, emb)
+	r := tools.NewRegistry(db, emb)
 	for i := range 20 {
 		mustRegister(t, r, topicTool(i))
 	}
@@ -105,10 +106,10 @@ func TestSelectAllWhenFew(t *testing.T) {
 }
 
 func TestSelectBySimilarity(t *testing.T) {
-	db := openStore(t)
+	db := storetest.Open(t)
 	ctx := context.Background()
 	emb := &countingEmbedder{}
-	r := tools.NewRegistry(db.SQL, emb)
+	r := tools.NewRegistry(db, emb)
 	for i := range topics {
 		mustRegister(t, r, topicTool(i))
 	}
@@ -189,7 +190,7 @@ func TestSelectBySimilarity(t *testing.T) {
 		}
 		// A new process: the same tools again do not need embedding.
 		emb2 := &countingEmbedder{}
-		r2 := tools.NewRegistry(db.SQL, emb2)
+		r2 := tools.NewRegistry(db, emb2)
 		for i := range topics {
 			mustRegister(t, r2, topicTool(i))
 		}

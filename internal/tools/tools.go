@@ -11,7 +11,6 @@ package tools
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,7 +109,7 @@ type Registry struct {
 	tools map[string]*entry
 
 	// Vector selection (select.go); db nil or emb nil means none.
-	db     *sql.DB
+	db     VectorStore
 	emb    Embedder
 	vecMu  sync.Mutex        // serialises syncing vectors to the database
 	synced map[string]string // name -> hash whose vector is known to be stored; guarded by mu
@@ -118,10 +117,10 @@ type Registry struct {
 	log *slog.Logger
 }
 
-// NewRegistry returns an empty registry. db (the store's pool, with migration
-// 0004 applied) and emb enable similarity selection of tools in Select; either
-// may be nil, and then Select always offers every enabled tool.
-func NewRegistry(db *sql.DB, emb Embedder) *Registry {
+// NewRegistry returns an empty registry. db (the *store.DB) and emb enable
+// similarity selection of tools in Select; either may be nil, and then Select
+// always offers every enabled tool.
+func NewRegistry(db VectorStore, emb Embedder) *Registry {
 	if emb != nil && emb.Dim() != VectorDim {
 		emb = nil // the vec0 table has a fixed width; see select.go
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"atrium/internal/llm"
+	"atrium/internal/store/storetest"
 	"atrium/internal/trace"
 )
 
@@ -110,17 +111,10 @@ func TestRedactionInStoredRows(t *testing.T) {
 	mustNil(t, run.Record(ctx, trace.KindError, "Bearer "+bearer, nil, time.Time{}, "", errors.New("Authorization: Bearer "+bearer), 0, 0))
 	mustNil(t, run.End(ctx, "", fmt.Errorf("provider said: key %s rejected", skKey), 0, 0, 1))
 
-	var stored []string
-	rows, err := f.db.SQL.QueryContext(ctx, `SELECT COALESCE(data, ''), error, name FROM spans
-		UNION ALL SELECT '', error, model FROM runs`)
-	mustNil(t, err)
-	for rows.Next() {
-		var data, errText, name string
-		mustNil(t, rows.Scan(&data, &errText, &name))
-		stored = append(stored, data, errText, name)
-	}
-	mustNil(t, rows.Err())
-	rows.Close()
+	// Every stored text of every span and run, read raw rather than through
+	// the recorder, so that nothing in between could hide a secret.
+	stored := storetest.Strings(t, f.db, `SELECT COALESCE(data, '') FROM spans UNION ALL SELECT error FROM spans
+		UNION ALL SELECT name FROM spans UNION ALL SELECT error FROM runs UNION ALL SELECT model FROM runs`)
 	all := strings.Join(stored, "\n")
 	for _, secret := range []string{apiKey, mcpToken, fieldVal, pwVal, bearer, skKey, "Zq9Xw8Vu7Ts6Rq5Po4Nm"} {
 		if strings.Contains(all, secret) {

@@ -18,15 +18,11 @@ package trace
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"atrium/internal/errs"
 	"atrium/internal/store"
@@ -76,16 +72,37 @@ const WriteTimeout = 5 * time.Second
 // maxErrorLen caps stored error texts (in bytes, cut at a rune boundary).
 const maxErrorLen = 4000
 
+// RunStore is the database a Recorder writes runs and spans to and reads them
+// from; *store.DB is one. Writes that take a create argument first create that
+// run's row (unless it exists) in the same transaction, for a run whose row could
+// not be written yet. Bytes are stored as given: the Recorder redacts before.
+type RunStore interface {
+	// CurrentTime is the time to stamp writes with (store.DB: its Now).
+	CurrentTime() time.Time
+	CreateRun(ctx context.Context, r store.RunStart) error
+	InsertSpan(ctx context.Context, create *store.RunStart, s store.SpanRow) (int64, error)
+	EndSpan(ctx context.Context, create *store.RunStart, e store.SpanEnd) error
+	EndRun(ctx context.Context, create *store.RunStart, e store.RunEnd) error
+	StopRunningRuns(ctx context.Context, errText string, ended time.Time) (int64, error)
+
+	ListRuns(ctx context.Context, ownerID int64, sessionID string, limit int) ([]store.RunInfo, error)
+	RunForOwner(ctx context.Context, ownerID int64, runID string) (store.RunInfo, error)
+	RunSpans(ctx context.Context, runID string) ([]store.SpanInfo, error)
+	LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (json.RawMessage, error)
+}
+
+var _ RunStore = (*store.DB)(nil)
+
 // Recorder writes and reads runs and spans. It is safe for concurrent use.
 type Recorder struct {
-	db  *store.DB
+	db  RunStore
 	red *Redactor
 }
 
-// NewRecorder returns a recorder on db that redacts with red (nil: a Redactor
-// with no configured secrets, which still masks bearer tokens and keys).
-// Timestamps come from db.Now.
-func NewRecorder(db *store.DB, red *Redactor) *Recorder {
+// NewRecorder returns a recorder on db (a *store.DB) that redacts with red (nil:
+// a Redactor with no configured secrets, which still masks bearer tokens and
+// keys). Timestamps come from db.CurrentTime, i.e. a store.DB's Now.
+func NewRecorder(db RunStore, red *Redactor) *Recorder {
 	if red == nil {
 		red = NewRedactor()
 	}
@@ -95,12 +112,7 @@ func NewRecorder(db *store.DB, red *Redactor) *Recorder {
 // Redactor returns the recorder's redactor, e.g. to add secrets later.
 func (r *Recorder) Redactor() *Redactor { return r.red }
 
-func (r *Recorder) now() time.Time {
-	if r.db.Now != nil {
-		return r.db.Now()
-	}
-	return time.Now()
-}
+func (r *Recorder) now() time.Time { return r.db.CurrentTime() }
 
 // writeCtx detaches ctx from its cancellation and bounds it by WriteTimeout.
 func writeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -137,74 +149,45 @@ func (r *Recorder) StartRun(ctx context.Context, id, sessionID string, ownerID i
 	run := &Run{rec: r, id: id, sessionID: sessionID, ownerID: ownerID, model: model, started: r.now()}
 	ctx, cancel := writeCtx(ctx)
 	defer cancel()
-	n, err := run.insertRow(ctx, r.db.SQL)
-	if isForeignKey(err) {
-		return nil, fmt.Errorf("trace: start run: %w", errs.Wrap(errs.NotFound, err, "user not found"))
-	}
-	if err != nil {
-		return run, fmt.Errorf("trace: start run: %w", err)
-	}
-	if n == 0 {
-		var owner int64
-		switch err := r.db.SQL.QueryRowContext(ctx, `SELECT owner_id FROM runs WHERE id = ?`, id).Scan(&owner); {
-		case err == nil:
-			return nil, fmt.Errorf("trace: start run: %w", errs.E(errs.Conflict, "run %s already exists", id))
-		case errors.Is(err, sql.ErrNoRows):
-			return nil, fmt.Errorf("trace: start run: %w", errs.E(errs.NotFound, "session not found"))
-		default:
-			return run, fmt.Errorf("trace: start run: %w", err)
+	if err := r.db.CreateRun(ctx, run.row()); err != nil {
+		// Refusals (unknown owner or session, taken id) give no run; a failed
+		// write gives a run whose next write creates the row.
+		if c := errs.Code(err); c == errs.NotFound || c == errs.Conflict {
+			return nil, fmt.Errorf("trace: start run: %w", err)
 		}
+		return run, fmt.Errorf("trace: start run: %w", err)
 	}
 	run.created = true
 	return run, nil
 }
 
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+// row is the run's row as StartRun writes it.
+func (run *Run) row() store.RunStart {
+	return store.RunStart{ID: run.id, SessionID: run.sessionID, OwnerID: run.ownerID, Model: run.model, StartedAt: run.started}
 }
 
-// insertRow inserts the runs row unless it exists, only when the session (if any)
-// belongs to the owner. It returns the number of rows inserted.
-func (run *Run) insertRow(ctx context.Context, ex execer) (int64, error) {
-	res, err := ex.ExecContext(ctx, `INSERT INTO runs (id, session_id, owner_id, model, status, started_at)
-		SELECT ?1, NULLIF(?2, ''), ?3, ?4, 'running', ?5
-		WHERE ?2 = '' OR EXISTS (SELECT 1 FROM sessions WHERE id = ?2 AND owner_id = ?3)
-		ON CONFLICT (id) DO NOTHING`,
-		run.id, run.sessionID, run.ownerID, run.model, run.started.UnixMilli())
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
-}
-
-// write runs fn in one transaction, first creating the run's row if an earlier
-// write could not.
-func (run *Run) write(ctx context.Context, fn func(ctx context.Context, ex execer) error) error {
+// write runs fn, one store write, with a detached, bounded context and, if an
+// earlier write could not create the run's row, a create argument that makes
+// the store create it in the same transaction.
+func (run *Run) write(ctx context.Context, fn func(ctx context.Context, create *store.RunStart) error) error {
 	ctx, cancel := writeCtx(ctx)
 	defer cancel()
 	run.mu.Lock()
 	created := run.created
 	run.mu.Unlock()
-	if created {
-		return fn(ctx, run.rec.db.SQL)
+	var create *store.RunStart
+	if !created {
+		row := run.row()
+		create = &row
 	}
-	tx, err := run.rec.db.SQL.BeginTx(ctx, nil)
-	if err != nil {
+	if err := fn(ctx, create); err != nil {
 		return err
 	}
-	defer tx.Rollback()
-	if _, err := run.insertRow(ctx, tx); err != nil {
-		return err
+	if !created {
+		run.mu.Lock()
+		run.created = true
+		run.mu.Unlock()
 	}
-	if err := fn(ctx, tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	run.mu.Lock()
-	run.created = true
-	run.mu.Unlock()
 	return nil
 }
 
@@ -277,8 +260,8 @@ func (run *Run) start(ctx context.Context, parent int64, kind, name string, data
 	raw, jerr := run.rec.red.JSON(data)
 	s := &Span{run: run, parent: parent, seq: run.nextSeq(), kind: kind, name: run.rec.red.String(name),
 		started: run.rec.now(), data: raw}
-	err := run.write(ctx, func(ctx context.Context, ex execer) error {
-		id, err := s.insert(ctx, ex, SpanRunning, "", time.Time{}, 0, 0)
+	err := run.write(ctx, func(ctx context.Context, create *store.RunStart) error {
+		id, err := s.insert(ctx, create, SpanRunning, "", time.Time{}, 0, 0)
 		s.id = id // no one else has s yet
 		return err
 	})
@@ -288,23 +271,12 @@ func (run *Run) start(ctx context.Context, parent int64, kind, name string, data
 	return s, nil
 }
 
-// insert writes the whole span row and returns its id. A zero ended is NULL.
-func (s *Span) insert(ctx context.Context, ex execer, status, errText string, ended time.Time, tokIn, tokOut int) (int64, error) {
-	var endedAt any
-	if !ended.IsZero() {
-		endedAt = ended.UnixMilli()
-	}
-	var data any
-	if len(s.data) > 0 {
-		data = string(s.data)
-	}
-	res, err := ex.ExecContext(ctx, `INSERT INTO spans (run_id, parent_id, seq, kind, name, status, error, started_at, ended_at, tokens_in, tokens_out, data)
-		VALUES (?, NULLIF(?, 0), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.run.id, s.parent, s.seq, s.kind, s.name, status, errText, s.started.UnixMilli(), endedAt, tokIn, tokOut, data)
-	if err != nil {
-		return 0, err
-	}
-	return res.LastInsertId()
+// insert writes the whole span row and returns its id. A zero ended leaves the
+// span open.
+func (s *Span) insert(ctx context.Context, create *store.RunStart, status, errText string, ended time.Time, tokIn, tokOut int) (int64, error) {
+	return s.run.rec.db.InsertSpan(ctx, create, store.SpanRow{RunID: s.run.id, ParentID: s.parent, Seq: s.seq,
+		Kind: s.kind, Name: s.name, Status: status, Error: errText, StartedAt: s.started, EndedAt: ended,
+		TokensIn: tokIn, TokensOut: tokOut, Data: s.data})
 }
 
 // End finishes the span. An empty status becomes "ok", or "error" when err is
@@ -334,24 +306,19 @@ func (s *Span) End(ctx context.Context, status string, err error, tokensIn, toke
 		newData = mergeJSON(s.data, raw)
 	}
 	ended := s.run.rec.now()
-	werr := s.run.write(ctx, func(ctx context.Context, ex execer) error {
+	werr := s.run.write(ctx, func(ctx context.Context, create *store.RunStart) error {
 		if s.id == 0 { // the start was never written: write the span whole
 			prev := s.data
 			s.data = newData
-			id, err := s.insert(ctx, ex, status, errText, ended, tokensIn, tokensOut)
+			id, err := s.insert(ctx, create, status, errText, ended, tokensIn, tokensOut)
 			s.data = prev
 			if err == nil {
 				s.id = id
 			}
 			return err
 		}
-		var d any
-		if len(newData) > 0 {
-			d = string(newData)
-		}
-		_, err := ex.ExecContext(ctx, `UPDATE spans SET status = ?, error = ?, ended_at = ?, tokens_in = ?, tokens_out = ?, data = ? WHERE id = ?`,
-			status, errText, ended.UnixMilli(), tokensIn, tokensOut, d, s.id)
-		return err
+		return s.run.rec.db.EndSpan(ctx, create, store.SpanEnd{ID: s.id, Status: status, Error: errText, EndedAt: ended,
+			TokensIn: tokensIn, TokensOut: tokensOut, Data: newData})
 	})
 	if werr == nil {
 		s.data, s.ended = newData, true
@@ -389,8 +356,8 @@ func (run *Run) record(ctx context.Context, parent int64, kind, name string, dat
 		started = ended
 	}
 	s := &Span{run: run, parent: parent, seq: run.nextSeq(), kind: kind, name: run.rec.red.String(name), started: started, data: raw}
-	werr := run.write(ctx, func(ctx context.Context, ex execer) error {
-		_, err := s.insert(ctx, ex, spanStatus(status, err), run.errorText(err), ended, tokensIn, tokensOut)
+	werr := run.write(ctx, func(ctx context.Context, create *store.RunStart) error {
+		_, err := s.insert(ctx, create, spanStatus(status, err), run.errorText(err), ended, tokensIn, tokensOut)
 		return err
 	})
 	if err := errors.Join(jerr, werr); err != nil {
@@ -419,16 +386,9 @@ func (run *Run) End(ctx context.Context, status string, err error, inTok, outTok
 		return fmt.Errorf("trace: end run: %w", errs.E(errs.Invalid, "unknown run status %q", status))
 	}
 	ended := run.rec.now()
-	werr := run.write(ctx, func(ctx context.Context, ex execer) error {
-		res, err := ex.ExecContext(ctx, `UPDATE runs SET status = ?, error = ?, ended_at = ?, input_tokens = ?, output_tokens = ?, steps = ? WHERE id = ?`,
-			status, run.errorText(err), ended.UnixMilli(), inTok, outTok, steps, run.id)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return errors.Join(err, errs.E(errs.NotFound, "run %s not found", run.id))
-		}
-		return nil
+	werr := run.write(ctx, func(ctx context.Context, create *store.RunStart) error {
+		return run.rec.db.EndRun(ctx, create, store.RunEnd{ID: run.id, Status: status, Error: run.errorText(err),
+			EndedAt: ended, InputTokens: inTok, OutputTokens: outTok, Steps: steps})
 	})
 	if werr != nil {
 		return fmt.Errorf("trace: end run: %w", werr)
@@ -440,12 +400,7 @@ func (run *Run) End(ctx context.Context, status string, err error, inTok, outTok
 // the server stopped. Call it once at startup, before any turn runs: a run left
 // running then belongs to a process that is gone. It returns how many it marked.
 func (r *Recorder) StopUnfinished(ctx context.Context) (int64, error) {
-	res, err := r.db.SQL.ExecContext(ctx, `UPDATE runs SET status = 'stopped', error = ?, ended_at = ? WHERE status = 'running'`,
-		"the server stopped before this run finished", r.now().UnixMilli())
-	if err != nil {
-		return 0, fmt.Errorf("trace: stop unfinished runs: %w", err)
-	}
-	n, err := res.RowsAffected()
+	n, err := r.db.StopRunningRuns(ctx, "the server stopped before this run finished", r.now())
 	if err != nil {
 		return 0, fmt.Errorf("trace: stop unfinished runs: %w", err)
 	}
@@ -497,9 +452,4 @@ func mergeJSON(base, patch json.RawMessage) json.RawMessage {
 		return patch
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n")
-}
-
-func isForeignKey(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"atrium/internal/errs"
 	"atrium/internal/store"
+	"atrium/internal/store/storetest"
 	"atrium/internal/trace"
 )
 
@@ -45,11 +45,7 @@ type fixture struct {
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "atrium.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Open(t)
 	c := &clock{t: t0, step: 10 * time.Millisecond}
 	db.Now = c.Now
 	f := &fixture{db: db, clock: c, red: trace.NewRedactor()}
@@ -279,14 +275,13 @@ func TestCancelledContextStillRecords(t *testing.T) {
 func TestFailedWritesKeepRunUsable(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	_, err := f.db.SQL.ExecContext(ctx, `
+	storetest.Exec(t, f.db, `
 		CREATE TABLE fail (tbl TEXT PRIMARY KEY);
 		CREATE TRIGGER fail_runs BEFORE INSERT ON runs WHEN EXISTS (SELECT 1 FROM fail WHERE tbl = 'runs')
 			BEGIN SELECT RAISE(ABORT, 'disk on fire'); END;
 		CREATE TRIGGER fail_spans BEFORE INSERT ON spans WHEN EXISTS (SELECT 1 FROM fail WHERE tbl = 'spans')
 			BEGIN SELECT RAISE(ABORT, 'disk on fire'); END;
 		INSERT INTO fail VALUES ('runs'), ('spans');`)
-	mustNil(t, err)
 
 	run, err := f.rec.StartRun(ctx, "r", f.sess.ID, f.ann.ID, "m")
 	if err == nil || run == nil {
@@ -296,7 +291,7 @@ func TestFailedWritesKeepRunUsable(t *testing.T) {
 	if err == nil || s == nil {
 		t.Fatalf("Span = %v, %v; want a usable span and an error", s, err)
 	}
-	mustNil(t, f.exec(`DELETE FROM fail`))
+	storetest.Exec(t, f.db, `DELETE FROM fail`)
 	mustNil(t, s.End(ctx, "", nil, 0, 0, map[string]string{"result": "2"}))
 	mustNil(t, run.End(ctx, "", nil, 1, 2, 1))
 
@@ -306,11 +301,6 @@ func TestFailedWritesKeepRunUsable(t *testing.T) {
 		string(spans[0].Data) != `{"expr":"1+1","result":"2"}` || spans[0].Status != "ok" || !spans[0].StartedAt.Equal(ms(20)) {
 		t.Errorf("run %+v spans %+v", info, spans)
 	}
-}
-
-func (f *fixture) exec(q string, args ...any) error {
-	_, err := f.db.SQL.ExecContext(context.Background(), q, args...)
-	return err
 }
 
 func TestConcurrentSpans(t *testing.T) {
@@ -358,11 +348,7 @@ func TestDeleteSessionCascades(t *testing.T) {
 		mustNil(t, run.End(ctx, "", nil, 0, 0, 1))
 	}
 	mustNil(t, f.db.DeleteSession(ctx, f.sess.ID, f.ann.ID))
-	count := func(q string) int {
-		var n int
-		mustNil(t, f.db.SQL.QueryRowContext(ctx, q).Scan(&n))
-		return n
-	}
+	count := func(q string) int { return int(storetest.Int(t, f.db, q)) }
 	if n := count(`SELECT COUNT(*) FROM runs`); n != 1 {
 		t.Errorf("%d runs left, want 1", n)
 	}

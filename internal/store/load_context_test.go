@@ -1,38 +1,22 @@
-package contextwin_test
+package store_test
 
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"atrium/internal/contextwin"
 	"atrium/internal/store"
 )
 
-func openSession(tb testing.TB) (*store.DB, string) {
-	tb.Helper()
+func TestLoadContextMessages(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(tb.TempDir(), "atrium.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
+	db := mustOpen(t)
 	u := store.User{Username: "ann", PasswordHash: "h", Role: store.RoleUser}
-	if err := db.CreateUser(ctx, &u); err != nil {
-		tb.Fatal(err)
-	}
+	mustNil(t, db.CreateUser(ctx, &u))
 	s := store.Session{ID: "s1", OwnerID: u.ID}
-	if err := db.CreateSession(ctx, &s); err != nil {
-		tb.Fatal(err)
-	}
-	return db, s.ID
-}
-
-func TestLoad(t *testing.T) {
-	ctx := context.Background()
-	db, sid := openSession(t)
+	mustNil(t, db.CreateSession(ctx, &s))
+	sid := s.ID
 	var batch []*store.Message
 	for i := range 30 {
 		m := &store.Message{SessionID: sid, Role: store.RoleUser, Content: fmt.Sprint("m", i+1), Tokens: i + 1}
@@ -54,12 +38,12 @@ func TestLoad(t *testing.T) {
 		{after: 28, max: 5, first: 29, len: 2},
 		{after: 30, max: 5, len: 0},
 	} {
-		msgs, err := contextwin.Load(ctx, db.SQL, sid, tc.after, tc.max)
+		msgs, err := db.LoadContextMessages(ctx, sid, tc.after, tc.max)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if int64(len(msgs)) != tc.len || (tc.len > 0 && msgs[0].Seq != tc.first) {
-			t.Errorf("Load(after %d, max %d): %d messages from %v", tc.after, tc.max, len(msgs), msgs)
+			t.Errorf("LoadContextMessages(after %d, max %d): %d messages from %v", tc.after, tc.max, len(msgs), msgs)
 			continue
 		}
 		for i, m := range msgs {
@@ -72,7 +56,7 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	// The range scan uses the (session_id, seq) index: cost does not grow with the session.
-	rows, err := db.SQL.QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT id, content, tokens FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq DESC LIMIT ?`, sid, 0, 1)
+	rows, err := db.SQLForTest().QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT id, content, tokens FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq DESC LIMIT ?`, sid, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
