@@ -257,7 +257,7 @@ func (s *Server) withAttachments(ctx context.Context, text string, attach []stri
 	if len(refs) > maxAttachments {
 		return "", errs.E(errs.Invalid, "At most %d resources can be attached to one message; nothing was sent.", maxAttachments)
 	}
-	limit := 4 * s.Config.MaxMessageBytes
+	limit := s.Config.MaxPromptBytes()
 	var b strings.Builder
 	for _, ref := range refs {
 		server, uri := ref[0], ref[1]

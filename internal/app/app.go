@@ -158,13 +158,12 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 }
 
 // agentConfig derives the agent's settings from the configuration: the context budgets
-// fit the configured window, and a message may be four times the typed-text limit
-// because attached MCP resources add to what the user typed (the web layer holds typed
-// text to MaxMessageBytes itself).
+// fit the configured window, and a message may be as large as MaxPromptBytes (typed
+// text with attached MCP resources; the web layer holds typed text to MaxMessageBytes).
 func agentConfig(cfg config.Config, over agent.Config) agent.Config {
 	c := over
 	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = 4 * cfg.MaxMessageBytes
+		c.MaxMessageBytes = cfg.MaxPromptBytes()
 	}
 	if c.Budgets == (contextwin.Budgets{}) {
 		c.Budgets = contextwin.DefaultBudgets()

@@ -52,6 +52,11 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
+// MaxPromptBytes is the largest message the agent takes: what the user typed
+// (MaxMessageBytes) plus the MCP resources attached to it, which may add up to three
+// times as much again.
+func (c Config) MaxPromptBytes() int { return 4 * c.MaxMessageBytes }
+
 // MaxMessageBytesLimit is the largest value MaxMessageBytes may take (10 MiB).
 const MaxMessageBytesLimit = 10 << 20
 
