@@ -101,6 +101,14 @@ func NewKeyring(ctx context.Context, master []byte, ks KeyStore) (*Keyring, erro
 	return k, nil
 }
 
+// Prepare loads owner's data key, creating it if it does not exist yet. Creating it is a
+// database write of its own, so a caller about to Seal inside a database transaction
+// calls Prepare first (the write would otherwise wait on the transaction's lock).
+func (k *Keyring) Prepare(ctx context.Context, owner int64) error {
+	_, err := k.dataKey(ctx, owner)
+	return err
+}
+
 // Seal encrypts plaintext for owner, binding it to ad (build ad with AD). The owner's
 // data key is created on first use. The result is version || nonce || ciphertext.
 func (k *Keyring) Seal(ctx context.Context, owner int64, plaintext, ad []byte) ([]byte, error) {

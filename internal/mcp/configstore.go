@@ -16,13 +16,13 @@ import (
 // ConfigRows is what ConfigStore needs of the database.
 type ConfigRows interface {
 	ListMCPServers(ctx context.Context) ([]store.MCPServer, error)
-	CreateMCPServer(ctx context.Context, s *store.MCPServer) error
-	UpdateMCPServer(ctx context.Context, s store.MCPServer) error
+	SaveMCPServer(ctx context.Context, s *store.MCPServer, seal func(id int64) ([]byte, error)) error
 	DeleteMCPServer(ctx context.Context, id int64) error
 }
 
 // Sealer seals and opens secrets for an owner (owner 0 is the instance).
 type Sealer interface {
+	Prepare(ctx context.Context, owner int64) error
 	Seal(ctx context.Context, owner int64, plaintext, ad []byte) ([]byte, error)
 	Open(ctx context.Context, owner int64, sealed, ad []byte) ([]byte, error)
 }
@@ -119,24 +119,22 @@ func (cs *ConfigStore) Config(ctx context.Context, row store.MCPServer) (ServerC
 // sealed. A new row whose secrets cannot be sealed is removed again.
 func (cs *ConfigStore) Save(ctx context.Context, cfg *ServerConfig) error {
 	row := Row(*cfg)
-	if cfg.ID == 0 {
-		if err := cs.Rows.CreateMCPServer(ctx, &row); err != nil {
-			return err
-		}
-		cfg.ID = row.ID
-		if err := cs.Seal(ctx, &row, *cfg); err != nil {
-			_ = cs.Rows.DeleteMCPServer(ctx, row.ID)
-			return err
-		}
-		if row.SecretsSealed == nil {
-			return nil
-		}
-		return cs.Rows.UpdateMCPServer(ctx, row)
-	}
-	if err := cs.Seal(ctx, &row, *cfg); err != nil {
+	// Secrets are sealed inside the store's transaction: have the data key ready first.
+	if err := cs.Keys.Prepare(ctx, 0); err != nil {
 		return err
 	}
-	return cs.Rows.UpdateMCPServer(ctx, row)
+	err := cs.Rows.SaveMCPServer(ctx, &row, func(id int64) ([]byte, error) {
+		r := store.MCPServer{ID: id}
+		if err := cs.Seal(ctx, &r, *cfg); err != nil {
+			return nil, err
+		}
+		return r.SecretsSealed, nil
+	})
+	if err != nil {
+		return err
+	}
+	cfg.ID = row.ID
+	return nil
 }
 
 // Import creates or updates servers by name (case insensitive) from an mcpServers

@@ -32,6 +32,7 @@ type Store interface {
 
 // Sealer seals and opens secrets for an owner (owner 0 is the instance).
 type Sealer interface {
+	Prepare(ctx context.Context, owner int64) error
 	Seal(ctx context.Context, owner int64, plaintext, ad []byte) ([]byte, error)
 	Open(ctx context.Context, owner int64, sealed, ad []byte) ([]byte, error)
 }

@@ -60,9 +60,8 @@ func (c *Catalog) Save(ctx context.Context, in Input) (p store.Provider, notice 
 	}
 	var seal func(int64) ([]byte, error)
 	if key != "" {
-		// The first seal creates the instance's data key, a database write, which inside
-		// the transaction would wait on the transaction's own lock; so seal once before.
-		if _, err := c.Keys.Seal(ctx, 0, nil, nil); err != nil {
+		// The key is sealed inside the transaction: have the data key ready before it.
+		if err := c.Keys.Prepare(ctx, 0); err != nil {
 			return p, "", err
 		}
 		seal = func(id int64) ([]byte, error) { return c.Keys.Seal(ctx, 0, []byte(key), KeyAD(id)) }

@@ -113,6 +113,53 @@ func (db *DB) UpdateMCPServer(ctx context.Context, s MCPServer) error {
 	return nil
 }
 
+// SaveMCPServer writes s in one transaction: it inserts s when s.ID is 0 (setting ID
+// and timestamps) and replaces server s.ID otherwise. When seal is set, its result for
+// the row's id becomes s.SecretsSealed: secrets are sealed to the row's id, which a new
+// row only has inside the transaction, so a failure leaves no server without its
+// secrets. Errors as CreateMCPServer and UpdateMCPServer; seal's error is returned as is.
+func (db *DB) SaveMCPServer(ctx context.Context, s *MCPServer, seal func(id int64) ([]byte, error)) error {
+	saved := *s
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		config, err := validMCPServer(&saved)
+		if err != nil {
+			return err
+		}
+		now := ms(db.now())
+		if saved.ID == 0 {
+			err = tx.QueryRowContext(ctx, `INSERT INTO mcp_servers (name, transport, config, secrets_sealed, enabled, created_at, updated_at)
+				VALUES (?, ?, ?, NULL, ?, ?, ?) RETURNING id`, saved.Name, saved.Transport, config, saved.Enabled, now, now).Scan(&saved.ID)
+			saved.CreatedAt = fromMS(now)
+		} else {
+			var res sql.Result
+			res, err = tx.ExecContext(ctx, `UPDATE mcp_servers SET name = ?, transport = ?, config = ?, enabled = ?, updated_at = ?
+				WHERE id = ?`, saved.Name, saved.Transport, config, saved.Enabled, now, saved.ID)
+			if err == nil {
+				err = mustAffect(res, "MCP server not found")
+			}
+		}
+		if isUnique(err) {
+			return errs.Wrap(errs.Conflict, err, "an MCP server named %q already exists", saved.Name)
+		}
+		if err != nil {
+			return err
+		}
+		saved.UpdatedAt = fromMS(now)
+		if seal != nil {
+			if saved.SecretsSealed, err = seal(saved.ID); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE mcp_servers SET secrets_sealed = ? WHERE id = ?`, saved.SecretsSealed, saved.ID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: save mcp server: %w", err)
+	}
+	*s = saved
+	return nil
+}
+
 // SetMCPServerEnabled enables or disables server id and bumps UpdatedAt, or
 // returns errs.NotFound.
 func (db *DB) SetMCPServerEnabled(ctx context.Context, id int64, enabled bool) error {

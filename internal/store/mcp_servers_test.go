@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -107,4 +108,41 @@ func TestMCPServers(t *testing.T) {
 		again := store.MCPServer{Name: "fs", Transport: store.MCPStdio}
 		mustNil(t, db.CreateMCPServer(ctx, &again))
 	})
+}
+
+// TestSaveMCPServer: the row and its sealed secrets are written in one transaction,
+// sealed to the new row's id; a failed seal leaves no server behind.
+func TestSaveMCPServer(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	s := store.MCPServer{Name: "srv", Transport: store.MCPStdio, Enabled: true}
+	var sealedFor int64
+	mustNil(t, db.SaveMCPServer(ctx, &s, func(id int64) ([]byte, error) {
+		sealedFor = id
+		return []byte("sealed"), nil
+	}))
+	got, err := db.MCPServerByID(ctx, s.ID)
+	mustNil(t, err)
+	if s.ID == 0 || sealedFor != s.ID || string(got.SecretsSealed) != "sealed" {
+		t.Fatalf("saved %+v (sealed for %d), stored %+v", s, sealedFor, got)
+	}
+
+	failed := store.MCPServer{Name: "broken", Transport: store.MCPStdio}
+	if err := db.SaveMCPServer(ctx, &failed, func(int64) ([]byte, error) { return nil, errors.New("no key") }); err == nil {
+		t.Fatal("a failed seal saved the server")
+	}
+	rows, err := db.ListMCPServers(ctx)
+	mustNil(t, err)
+	if len(rows) != 1 {
+		t.Fatalf("%d servers after a failed seal, want 1", len(rows))
+	}
+
+	s.Name = "renamed"
+	mustNil(t, db.SaveMCPServer(ctx, &s, nil))
+	got, _ = db.MCPServerByID(ctx, s.ID)
+	if got.Name != "renamed" || string(got.SecretsSealed) != "sealed" {
+		t.Fatalf("update without a seal should keep the row's secrets as given: %+v", got)
+	}
+	dup := store.MCPServer{Name: "RENAMED", Transport: store.MCPStdio}
+	wantCode(t, db.SaveMCPServer(ctx, &dup, nil), errs.Conflict)
 }
