@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"atrium/internal/crypto"
 	"atrium/internal/errs"
@@ -53,8 +54,13 @@ func newFixture(tb testing.TB) *fixture {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// A clock one second further on each call, so every write has its own time.
+	var tick atomic.Int64
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	db.Now = func() time.Time { return start.Add(time.Duration(tick.Add(1)) * time.Second) }
 	f := &fixture{db: db, path: path, emb: &flakyEmbedder{}}
 	f.svc = NewService(db, keys, f.emb)
+	f.svc.Now = db.Now
 	for _, name := range []string{"ann", "bob"} {
 		u := store.User{Username: name, PasswordHash: "h", Role: store.RoleUser}
 		if err := db.CreateUser(ctx, &u); err != nil {
@@ -290,7 +296,7 @@ func TestUpdateReplaces(t *testing.T) {
 	m := f.save(t, f.ann, "Works at Initech as an accountant")
 	f.save(t, f.ann, "Has a cat named Tofu")
 	up := must(f.svc.Update(ctx, f.ann, m.ID, "Works at Globex as a designer"))
-	if up.ID != m.ID || up.Text != "Works at Globex as a designer" || !up.UpdatedAt.After(m.UpdatedAt) && up.UpdatedAt != m.UpdatedAt {
+	if up.ID != m.ID || up.Text != "Works at Globex as a designer" || !up.UpdatedAt.After(m.UpdatedAt) || !up.CreatedAt.Equal(m.CreatedAt) {
 		t.Errorf("updated %+v", up)
 	}
 	if res := must(f.svc.Search(ctx, f.ann, "Initech accountant", 5)); len(res.Hits) != 0 {
@@ -384,7 +390,7 @@ func TestNoPlaintextInFilesAndForgetIsPhysical(t *testing.T) {
 	if err := f.db.SQL.QueryRow(`SELECT seq, sealed FROM memories WHERE id = ?`, m.ID).Scan(&seq, &sealed); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.db.SQL.QueryRow(`SELECT embedding FROM memory_vectors WHERE rowid = ?`, seq).Scan(&vec); err != nil {
+	if err := f.db.SQL.QueryRow(`SELECT embedding FROM memory_embeddings WHERE seq = ?`, seq).Scan(&vec); err != nil {
 		t.Fatal(err)
 	}
 	stored := map[string][]byte{"the ciphertext": sealed, "the vector": vec[:64]}

@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"sort"
@@ -203,7 +202,7 @@ func (s *Service) index(ctx context.Context, k *ownerKeys, text string) (store.M
 	for _, t := range terms {
 		tf[t]++
 	}
-	ix := store.MemoryIndex{Bits: signBits(rot), Embedding: floatBlob(rot)}
+	ix := store.MemoryIndex{Bits: signBits(rot), Embedding: store.HalfBlob(rot)}
 	for t, n := range tf {
 		ix.Terms = append(ix.Terms, store.MemoryTerm{Tag: blindTag(k.index, t), TF: n})
 	}
@@ -389,7 +388,7 @@ func (s *Service) Search(ctx context.Context, owner int64, query string, k int) 
 		if err != nil {
 			res.LexicalOnly, res.VectorErr = true, err
 		} else {
-			knn, err = s.db.KNNMemoryCandidates(ctx, owner, signBits(rot), floatBlob(rot), 10*cands, cands)
+			knn, err = s.db.KNNMemoryCandidates(ctx, owner, signBits(rot), rot, 10*cands, cands)
 			if err != nil {
 				return res, fmt.Errorf("memory: search: %w", err)
 			}
@@ -479,13 +478,4 @@ func zero(v []float32) bool {
 		}
 	}
 	return true
-}
-
-// floatBlob encodes v as sqlite-vec's float32 blob (little-endian).
-func floatBlob(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
 }

@@ -44,11 +44,11 @@ type MemoryTerm struct {
 }
 
 // MemoryIndex is what a memory is found by: its blind terms and its
-// (transformed) vector as sqlite-vec blobs.
+// (transformed) vector, as sign bits and as float16 (see HalfBlob).
 type MemoryIndex struct {
 	Terms     []MemoryTerm
 	Bits      []byte // MemoryVectorDim/8 bytes
-	Embedding []byte // MemoryVectorDim little-endian float32
+	Embedding []byte // MemoryVectorDim little-endian float16, HalfBlob
 }
 
 // MemoryHit is a candidate of a search: for lexical hits Score is a BM25 score
@@ -90,7 +90,7 @@ func scanMemory(row interface{ Scan(...any) error }) (Memory, error) {
 }
 
 func validMemoryIndex(ix MemoryIndex) error {
-	if len(ix.Bits) != MemoryVectorDim/8 || len(ix.Embedding) != MemoryVectorDim*4 {
+	if len(ix.Bits) != MemoryVectorDim/8 || len(ix.Embedding) != MemoryVectorDim*2 {
 		return errs.E(errs.Invalid, "memory vector must have %d dimensions", MemoryVectorDim)
 	}
 	for _, t := range ix.Terms {
@@ -179,8 +179,11 @@ func writeMemoryIndex(ctx context.Context, tx *sql.Tx, m *Memory, ix MemoryIndex
 			return err
 		}
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO memory_vectors (rowid, owner_id, bits, embedding) VALUES (?, ?, vec_bit(?), ?)`,
-		m.Seq, m.OwnerID, ix.Bits, ix.Embedding)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO memory_vectors (rowid, owner_id, bits) VALUES (?, ?, vec_bit(?))`,
+		m.Seq, m.OwnerID, ix.Bits); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO memory_embeddings (seq, embedding) VALUES (?, ?)`, m.Seq, ix.Embedding)
 	return err
 }
 
@@ -205,6 +208,9 @@ func (db *DB) UpdateMemory(ctx context.Context, owner int64, id string, sealed [
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_vectors WHERE rowid = ?`, m.Seq); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_embeddings WHERE seq = ?`, m.Seq); err != nil {
 			return err
 		}
 		return writeMemoryIndex(ctx, tx, &m, ix)
@@ -291,8 +297,8 @@ func (db *DB) MarkMemoriesUsed(ctx context.Context, owner int64, ids []string) e
 	return nil
 }
 
-// DeleteMemory physically removes owner's memory id with its terms (cascade)
-// and its vector (trigger), then checkpoints the WAL so the deleted bytes are
+// DeleteMemory physically removes owner's memory id with its terms and float
+// vector (cascade) and its bit vector (trigger), then checkpoints the WAL so the deleted bytes are
 // in neither file. Another owner's id is errs.NotFound.
 func (db *DB) DeleteMemory(ctx context.Context, owner int64, id string) error {
 	res, err := db.SQL.ExecContext(ctx, `DELETE FROM memories WHERE owner_id = ? AND id = ?`, owner, id)
@@ -425,50 +431,63 @@ const maxKNN = 4096
 
 // KNNMemoryCandidates returns owner's k unexpired memories nearest to the
 // query: a Hamming-distance KNN over bits keeps prefilter candidates, which are
-// rescored by the cosine distance of their float vectors. Nearest first.
-func (db *DB) KNNMemoryCandidates(ctx context.Context, owner int64, bits, embedding []byte, prefilter, k int) ([]MemoryHit, error) {
+// rescored by the cosine distance of their stored vectors to query. Nearest
+// first.
+func (db *DB) KNNMemoryCandidates(ctx context.Context, owner int64, bits []byte, query []float32, prefilter, k int) ([]MemoryHit, error) {
 	if k <= 0 {
 		return nil, nil
 	}
 	prefilter = min(max(prefilter, k), maxKNN)
-	return db.knn(ctx, `WITH c AS (
+	return db.rescore(ctx, query, k, `WITH c AS (
 			SELECT rowid FROM memory_vectors WHERE bits MATCH vec_bit(?) AND k = ? AND owner_id = ?
 		)
-		SELECT m.id, vec_distance_cosine(v.embedding, ?) AS d
-		FROM c JOIN memory_vectors v ON v.rowid = c.rowid JOIN memories m ON m.seq = c.rowid
-		WHERE m.expires_at IS NULL OR m.expires_at > ?
-		ORDER BY d, m.id LIMIT ?`, bits, prefilter, owner, embedding, ms(db.now()), k)
+		SELECT m.id, e.embedding
+		FROM c JOIN memory_embeddings e ON e.seq = c.rowid JOIN memories m ON m.seq = c.rowid
+		WHERE m.expires_at IS NULL OR m.expires_at > ?`, bits, prefilter, owner, ms(db.now()))
 }
 
-// ExactKNNMemoryCandidates is the float KNN over all of owner's vectors, the
-// reference KNNMemoryCandidates is measured against.
-func (db *DB) ExactKNNMemoryCandidates(ctx context.Context, owner int64, embedding []byte, k int) ([]MemoryHit, error) {
+// ExactKNNMemoryCandidates is the exact KNN over all of owner's stored vectors
+// (a scan of owner's rows by index): the reference KNNMemoryCandidates is
+// measured against.
+func (db *DB) ExactKNNMemoryCandidates(ctx context.Context, owner int64, query []float32, k int) ([]MemoryHit, error) {
 	if k <= 0 {
 		return nil, nil
 	}
-	return db.knn(ctx, `SELECT m.id, v.distance
-		FROM (SELECT rowid, distance FROM memory_vectors WHERE embedding MATCH ? AND k = ? AND owner_id = ?) v
-		JOIN memories m ON m.seq = v.rowid
-		WHERE m.expires_at IS NULL OR m.expires_at > ?
-		ORDER BY v.distance, m.id`, embedding, min(k, maxKNN), owner, ms(db.now()))
+	return db.rescore(ctx, query, k, `SELECT m.id, e.embedding
+		FROM memories m JOIN memory_embeddings e ON e.seq = m.seq
+		WHERE m.owner_id = ? AND (m.expires_at IS NULL OR m.expires_at > ?)`, owner, ms(db.now()))
 }
 
-func (db *DB) knn(ctx context.Context, q string, args ...any) ([]MemoryHit, error) {
+// rescore ranks the (id, float16 vector) rows of q by cosine distance to query
+// and keeps the k nearest.
+func (db *DB) rescore(ctx context.Context, query []float32, k int, q string, args ...any) ([]MemoryHit, error) {
 	rows, err := db.SQL.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: knn memories: %w", err)
 	}
 	defer rows.Close()
+	qn := norm(query)
 	var hits []MemoryHit
+	var blob []byte
 	for rows.Next() {
 		var h MemoryHit
-		if err := rows.Scan(&h.ID, &h.Distance); err != nil {
+		if err := rows.Scan(&h.ID, &blob); err != nil {
 			return nil, fmt.Errorf("store: knn memories: %w", err)
 		}
+		h.Distance = halfCosineDistance(query, qn, blob)
 		hits = append(hits, h)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: knn memories: %w", err)
+	}
+	sort.Slice(hits, func(i, j int) bool {
+		if hits[i].Distance != hits[j].Distance {
+			return hits[i].Distance < hits[j].Distance
+		}
+		return hits[i].ID < hits[j].ID
+	})
+	if len(hits) > k {
+		hits = hits[:k]
 	}
 	return hits, nil
 }

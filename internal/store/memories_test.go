@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -23,7 +22,7 @@ func testIndex(r *rand.Rand, tags ...string) (store.MemoryIndex, []float32) {
 	for i := range v {
 		v[i] /= float32(math.Sqrt(n))
 	}
-	ix := store.MemoryIndex{Bits: signBits(v), Embedding: f32Blob(v)}
+	ix := store.MemoryIndex{Bits: signBits(v), Embedding: store.HalfBlob(v)}
 	for _, t := range tags {
 		ix.Terms = append(ix.Terms, store.MemoryTerm{Tag: []byte(t), TF: 1})
 	}
@@ -36,14 +35,6 @@ func signBits(v []float32) []byte {
 		if x > 0 {
 			b[i/8] |= 1 << (i % 8)
 		}
-	}
-	return b
-}
-
-func f32Blob(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 	}
 	return b
 }
@@ -97,12 +88,12 @@ func TestMemoriesStore(t *testing.T) {
 		t.Errorf("lexical = %+v", hits)
 	}
 
-	hits, err = db.KNNMemoryCandidates(ctx, ann.ID, signBits(vA), f32Blob(vA), 10, 5)
+	hits, err = db.KNNMemoryCandidates(ctx, ann.ID, signBits(vA), vA, 10, 5)
 	mustNil(t, err)
-	if len(hits) != 2 || hits[0].ID != "m-a" || hits[0].Distance > 1e-5 {
+	if len(hits) != 2 || hits[0].ID != "m-a" || hits[0].Distance > 1e-3 {
 		t.Errorf("knn = %+v", hits)
 	}
-	hits, err = db.ExactKNNMemoryCandidates(ctx, bob.ID, f32Blob(vA), 5)
+	hits, err = db.ExactKNNMemoryCandidates(ctx, bob.ID, vA, 5)
 	mustNil(t, err)
 	if len(hits) != 1 || hits[0].ID != "m-c" {
 		t.Errorf("bob's knn = %+v", hits)
@@ -121,8 +112,8 @@ func TestMemoriesStore(t *testing.T) {
 	if len(hits) != 0 {
 		t.Errorf("old term still found: %+v", hits)
 	}
-	hits, _ = db.KNNMemoryCandidates(ctx, ann.ID, signBits(vA2), f32Blob(vA2), 10, 1)
-	if len(hits) != 1 || hits[0].ID != "m-a" || hits[0].Distance > 1e-5 {
+	hits, _ = db.KNNMemoryCandidates(ctx, ann.ID, signBits(vA2), vA2, 10, 1)
+	if len(hits) != 1 || hits[0].ID != "m-a" || hits[0].Distance > 1e-3 {
 		t.Errorf("knn after update = %+v", hits)
 	}
 
@@ -138,6 +129,9 @@ func TestMemoriesStore(t *testing.T) {
 	wantCode(t, db.DeleteMemory(ctx, ann.ID, "m-a"), errs.NotFound)
 	if n := countRows(t, db, `SELECT COUNT(*) FROM memory_vectors WHERE rowid = ?`, a.Seq); n != 0 {
 		t.Errorf("vector left behind")
+	}
+	if n := countRows(t, db, `SELECT COUNT(*) FROM memory_embeddings WHERE seq = ?`, a.Seq); n != 0 {
+		t.Errorf("float vector left behind")
 	}
 	if n := countRows(t, db, `SELECT COUNT(*) FROM memory_terms WHERE memory_id = 'm-a'`); n != 0 {
 		t.Errorf("terms left behind")
@@ -162,7 +156,8 @@ func TestMemoriesGoWithTheirUser(t *testing.T) {
 	}
 	_, err := db.SQL.Exec(`DELETE FROM users WHERE id = ?`, ann.ID)
 	mustNil(t, err)
-	for _, q := range []string{`SELECT COUNT(*) FROM memories`, `SELECT COUNT(*) FROM memory_terms`, `SELECT COUNT(*) FROM memory_vectors`} {
+	for _, q := range []string{`SELECT COUNT(*) FROM memories`, `SELECT COUNT(*) FROM memory_terms`,
+		`SELECT COUNT(*) FROM memory_vectors`, `SELECT COUNT(*) FROM memory_embeddings`} {
 		if n := countRows(t, db, q); n != 0 {
 			t.Errorf("%s = %d after the user's deletion", q, n)
 		}
@@ -176,5 +171,35 @@ func TestInsertMemoryUnknownOwner(t *testing.T) {
 	wantCode(t, db.InsertMemories(context.Background(), []*store.Memory{m}, []store.MemoryIndex{ix}), errs.NotFound)
 	if n := countRows(t, db, `SELECT COUNT(*) FROM memory_vectors`); n != 0 {
 		t.Errorf("a failed insert left %d vectors", n)
+	}
+}
+
+func TestHalfBlob(t *testing.T) {
+	for _, c := range []struct {
+		in   float32
+		want uint16
+	}{{0, 0}, {1, 0x3c00}, {-2, 0xc000}, {0.5, 0x3800}, {65504, 0x7bff}, {1e6, 0x7c00}, {5.960464477539063e-08, 0x0001}, {1e-9, 0}} {
+		b := store.HalfBlob([]float32{c.in})
+		if got := uint16(b[0]) | uint16(b[1])<<8; got != c.want {
+			t.Errorf("half(%g) = %#04x, want %#04x", c.in, got, c.want)
+		}
+	}
+	// Cosine distances through float16 stay within 1e-3 of float32's.
+	db := mustOpen(t)
+	ann := mustUser(t, db, "ann", store.RoleUser)
+	r := rand.New(rand.NewPCG(7, 8))
+	ix, v := testIndex(r)
+	insertMem(t, db, ann.ID, "m", ix)
+	for range 20 {
+		_, q := testIndex(r)
+		var dot float64
+		for i := range q {
+			dot += float64(q[i]) * float64(v[i])
+		}
+		hits, err := db.ExactKNNMemoryCandidates(context.Background(), ann.ID, q, 1)
+		mustNil(t, err)
+		if len(hits) != 1 || math.Abs(hits[0].Distance-(1-dot)) > 1e-3 {
+			t.Fatalf("distance %v, want %v", hits, 1-dot)
+		}
 	}
 }

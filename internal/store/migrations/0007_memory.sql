@@ -41,14 +41,21 @@ CREATE TABLE memory_terms (
 CREATE INDEX memory_terms_owner_term ON memory_terms (owner_id, term);
 
 -- Vectors, 512 = the offline embedder's 384 dimensions zero-padded to a power of
--- two for the Hadamard transform. bits (sign of each transformed coordinate) is
--- the cheap prefilter, embedding the rescoring vector. owner_id is a metadata
--- column, not a partition key: a partition pre-allocates a 1,024-vector chunk per
--- user. chunk_size is left at its default: memories of all users share chunks.
+-- two for the Hadamard transform. memory_vectors holds the sign bits of each
+-- transformed vector, the cheap KNN prefilter; owner_id is a metadata column,
+-- not a partition key, because a partition pre-allocates a 1,024-vector chunk per
+-- user. The vectors for rescoring live in a plain table, as float16: a rowid
+-- lookup into a vec0 float column walks its chunk's overflow pages (~0.25 ms per
+-- candidate in BenchmarkMemoryRecall), and a float32 row (2,048 bytes) fills a
+-- 4 KiB page alone while three float16 rows share one.
 CREATE VIRTUAL TABLE memory_vectors USING vec0(
-	owner_id  INTEGER,
-	bits      bit[512],
-	embedding float[512] distance_metric=cosine
+	owner_id INTEGER,
+	bits     bit[512]
+);
+
+CREATE TABLE memory_embeddings (
+	seq       INTEGER PRIMARY KEY REFERENCES memories (seq) ON DELETE CASCADE,
+	embedding BLOB    NOT NULL CHECK (length(embedding) = 1024)
 );
 
 -- A virtual table takes no part in foreign keys, so the vector of a memory
