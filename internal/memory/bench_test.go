@@ -262,6 +262,19 @@ func BenchmarkMemoryRecall(b *testing.B) {
 				b.ReportMetric(r, "recall@5")
 			})
 			for _, pre := range []int{10 * k, 40 * k} {
+				// The prefilter alone, to split the fast path's cost.
+				b.Run(fmt.Sprintf("bit%d-only", pre), func(b *testing.B) {
+					for i := 0; b.Loop(); i++ {
+						q := qs[i%len(qs)]
+						rows, err := f.db.SQL.QueryContext(ctx, `SELECT rowid FROM memory_vectors
+							WHERE bits MATCH vec_bit(?) AND k = ? AND owner_id = ?`, q.bits, pre, q.owner)
+						ok(b, err)
+						for rows.Next() {
+						}
+						ok(b, rows.Err())
+						rows.Close()
+					}
+				})
 				b.Run(fmt.Sprintf("bit%d+rescore", pre), func(b *testing.B) {
 					fast := func(q benchQuery) []store.MemoryHit {
 						return must(f.db.KNNMemoryCandidates(ctx, q.owner, q.bits, q.vec, pre, k))

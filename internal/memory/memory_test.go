@@ -510,3 +510,27 @@ func hitTexts(hs []Hit) []string {
 	}
 	return out
 }
+
+func TestExpiry(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	m := f.save(t, f.ann, "Staying at the Hotel Aurora until Friday")
+	keep := f.save(t, f.ann, "Hotel loyalty number is with the travel agent")
+	wantCode(t, f.svc.SetExpiry(ctx, f.bob, m.ID, nil), errs.NotFound)
+	past := f.db.Now().Add(-time.Hour)
+	ok(t, f.svc.SetExpiry(ctx, f.ann, m.ID, &past))
+	if res := must(f.svc.Search(ctx, f.ann, "Aurora hotel", 5)); slices.Contains(ids(res.Hits), m.ID) {
+		t.Errorf("expired memory found")
+	}
+	if l := must(f.svc.List(ctx, f.ann)); len(l) != 1 || l[0].ID != keep.ID {
+		t.Errorf("list %+v", l)
+	}
+	if n := must(f.svc.PurgeExpired(ctx)); n != 1 {
+		t.Errorf("purged %d", n)
+	}
+	var left int
+	ok(t, f.db.SQL.QueryRow(`SELECT COUNT(*) FROM memories`).Scan(&left))
+	if left != 1 {
+		t.Errorf("%d rows left", left)
+	}
+}

@@ -70,8 +70,9 @@ type Hit struct {
 	Lexical    float64
 }
 
-// Result is the outcome of a Search. When the embedder failed, LexicalOnly is
-// true and VectorErr says why; the hits then come from the lexical index alone.
+// Result is the outcome of a Search. When the embedder or the vector query
+// failed, LexicalOnly is true and VectorErr says why; the hits then come from
+// the lexical index alone.
 type Result struct {
 	Hits        []Hit
 	LexicalOnly bool
@@ -317,6 +318,25 @@ func (s *Service) List(ctx context.Context, owner int64) ([]Memory, error) {
 	return out, nil
 }
 
+// SetExpiry makes owner's memory id expire at at (nil: never). An expired
+// memory is neither listed nor found, and PurgeExpired deletes it.
+func (s *Service) SetExpiry(ctx context.Context, owner int64, id string, at *time.Time) error {
+	if err := s.db.SetMemoryExpiry(ctx, owner, id, at); err != nil {
+		return fmt.Errorf("memory: set expiry: %w", err)
+	}
+	return nil
+}
+
+// PurgeExpired physically deletes every owner's expired memories and returns
+// how many there were; run it periodically.
+func (s *Service) PurgeExpired(ctx context.Context) (int, error) {
+	n, err := s.db.PurgeExpiredMemories(ctx)
+	if err != nil {
+		return n, fmt.Errorf("memory: purge: %w", err)
+	}
+	return n, nil
+}
+
 // MarkUsed records that owner's memories ids were used (put into a prompt), for
 // the use-count and recency parts of ranking.
 func (s *Service) MarkUsed(ctx context.Context, owner int64, ids []string) error {
@@ -388,9 +408,11 @@ func (s *Service) Search(ctx context.Context, owner int64, query string, k int) 
 		if err != nil {
 			res.LexicalOnly, res.VectorErr = true, err
 		} else {
+			// Retrieval must not fail a turn: a failed vector query degrades
+			// to the lexical hits, like a failed embedder.
 			knn, err = s.db.KNNMemoryCandidates(ctx, owner, signBits(rot), rot, 10*cands, cands)
 			if err != nil {
-				return res, fmt.Errorf("memory: search: %w", err)
+				res.LexicalOnly, res.VectorErr = true, err
 			}
 		}
 	}

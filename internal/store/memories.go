@@ -322,6 +322,19 @@ func (db *DB) DeleteOwnerMemories(ctx context.Context, owner int64) (int, error)
 	return int(n), db.Checkpoint(ctx)
 }
 
+// SetMemoryExpiry sets (or with nil clears) when owner's memory id expires.
+// Another owner's id is errs.NotFound.
+func (db *DB) SetMemoryExpiry(ctx context.Context, owner int64, id string, at *time.Time) error {
+	res, err := db.SQL.ExecContext(ctx, `UPDATE memories SET expires_at = ? WHERE owner_id = ? AND id = ?`, nullTime(at), owner, id)
+	if err != nil {
+		return fmt.Errorf("store: set memory expiry: %w", err)
+	}
+	if err := mustAffect(res, "memory not found"); err != nil {
+		return fmt.Errorf("store: set memory expiry: %w", err)
+	}
+	return nil
+}
+
 // PurgeExpiredMemories removes every memory whose expiry has passed.
 func (db *DB) PurgeExpiredMemories(ctx context.Context) (int, error) {
 	res, err := db.SQL.ExecContext(ctx, `DELETE FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?`, ms(db.now()))
