@@ -394,7 +394,7 @@ func TestNoPlaintextInFilesAndForgetIsPhysical(t *testing.T) {
 		t.Fatal(err)
 	}
 	stored := map[string][]byte{"the ciphertext": sealed, "the vector": vec[:64]}
-	rows, err := f.db.SQL.Query(`SELECT term FROM memory_terms WHERE memory_id = ?`, m.ID)
+	rows, err := f.db.SQL.Query(`SELECT term FROM memory_terms WHERE memory_seq = ?`, seq)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,8 +174,8 @@ func nullString(s string) any {
 
 func writeMemoryIndex(ctx context.Context, tx *sql.Tx, m *Memory, ix MemoryIndex) error {
 	for _, t := range ix.Terms {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO memory_terms (memory_id, owner_id, term, tf) VALUES (?, ?, ?, ?)`,
-			m.ID, m.OwnerID, t.Tag, t.TF); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO memory_terms (memory_seq, owner_id, term, tf) VALUES (?, ?, ?, ?)`,
+			m.Seq, m.OwnerID, t.Tag, t.TF); err != nil {
 			return err
 		}
 	}
@@ -204,7 +204,7 @@ func (db *DB) UpdateMemory(ctx context.Context, owner int64, id string, sealed [
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_terms WHERE memory_id = ?`, id); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_terms WHERE memory_seq = ?`, m.Seq); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_vectors WHERE rowid = ?`, m.Seq); err != nil {
@@ -400,8 +400,8 @@ func (db *DB) LexicalMemoryCandidates(ctx context.Context, owner int64, tags [][
 	}
 
 	args = append(args, now)
-	rows, err = db.SQL.QueryContext(ctx, `SELECT t.memory_id, t.term, t.tf, m.term_count
-		FROM memory_terms t JOIN memories m ON m.id = t.memory_id
+	rows, err = db.SQL.QueryContext(ctx, `SELECT m.id, t.term, t.tf, m.term_count
+		FROM memory_terms t JOIN memories m ON m.seq = t.memory_seq
 		WHERE t.owner_id = ? AND t.term IN (`+in+`) AND (m.expires_at IS NULL OR m.expires_at > ?)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: lexical memories: %w", err)

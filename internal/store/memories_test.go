@@ -133,7 +133,7 @@ func TestMemoriesStore(t *testing.T) {
 	if n := countRows(t, db, `SELECT COUNT(*) FROM memory_embeddings WHERE seq = ?`, a.Seq); n != 0 {
 		t.Errorf("float vector left behind")
 	}
-	if n := countRows(t, db, `SELECT COUNT(*) FROM memory_terms WHERE memory_id = 'm-a'`); n != 0 {
+	if n := countRows(t, db, `SELECT COUNT(*) FROM memory_terms WHERE memory_seq = ?`, a.Seq); n != 0 {
 		t.Errorf("terms left behind")
 	}
 	n, err := db.DeleteOwnerMemories(ctx, ann.ID)

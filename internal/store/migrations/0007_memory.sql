@@ -29,13 +29,15 @@ CREATE INDEX memories_owner ON memories (owner_id, created_at);
 CREATE INDEX memories_expiry ON memories (expires_at) WHERE expires_at IS NOT NULL;
 
 -- The blind lexical index: term is HMAC-SHA256(index key, normalised term)
--- truncated to 16 bytes; tf is the term's count in the memory.
+-- truncated to 16 bytes; tf is the term's count in the memory. Rows name the
+-- memory by seq, not by its 30-character id: every row exists twice (table and
+-- owner index), and the id made up a third of the index's size.
 CREATE TABLE memory_terms (
-	memory_id TEXT    NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
-	owner_id  INTEGER NOT NULL,
-	term      BLOB    NOT NULL,
-	tf        INTEGER NOT NULL CHECK (tf > 0),
-	PRIMARY KEY (memory_id, term)
+	memory_seq INTEGER NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,
+	owner_id   INTEGER NOT NULL,
+	term       BLOB    NOT NULL,
+	tf         INTEGER NOT NULL CHECK (tf > 0),
+	PRIMARY KEY (memory_seq, term)
 ) WITHOUT ROWID;
 
 CREATE INDEX memory_terms_owner_term ON memory_terms (owner_id, term);
