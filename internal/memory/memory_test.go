@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -532,5 +534,61 @@ func TestExpiry(t *testing.T) {
 	ok(t, f.db.SQL.QueryRow(`SELECT COUNT(*) FROM memories`).Scan(&left))
 	if left != 1 {
 		t.Errorf("%d rows left", left)
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		owner := f.ann
+		if g%2 == 1 {
+			owner = f.bob
+		}
+		wg.Go(func() {
+			for i := range 10 {
+				m, err := f.svc.Save(ctx, owner, KindFact, fmt.Sprintf("worker %d remembers item number %d", g, i), manual, 0.5)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := f.svc.Search(ctx, owner, "remembers item", 5); err != nil {
+					t.Error(err)
+				}
+				if i%3 == 0 {
+					if err := f.svc.Forget(ctx, owner, m.ID); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, owner := range []int64{f.ann, f.bob} {
+		if l := must(f.svc.List(ctx, owner)); len(l) != 12 {
+			t.Errorf("owner %d has %d memories, want 12", owner, len(l))
+		}
+	}
+}
+
+// An owner past exactBelow is searched through the bit prefilter.
+func TestSearchLargeOwner(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	v := newBenchVocab(3)
+	for range exactBelow + 40 {
+		f.save(t, f.ann, v.text())
+	}
+	dog := f.save(t, f.ann, "My dog is called Biscuit")
+	tea := f.save(t, f.ann, "我喜欢喝乌龙茶")
+	if !must(f.db.HasMoreMemories(ctx, f.ann, exactBelow)) {
+		t.Fatal("owner not large enough to take the prefilter path")
+	}
+	for q, want := range map[string]string{"what's my dog's name": dog.ID, "我喜欢什么茶": tea.ID} {
+		res := must(f.svc.Search(ctx, f.ann, q, 5))
+		if len(res.Hits) == 0 || res.Hits[0].ID != want {
+			t.Errorf("%q: %v", q, hitTexts(res.Hits))
+		}
 	}
 }

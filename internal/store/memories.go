@@ -439,6 +439,17 @@ func (db *DB) LexicalMemoryCandidates(ctx context.Context, owner int64, tags [][
 	return hits, nil
 }
 
+// HasMoreMemories reports whether owner has more than n memories, at a cost
+// bounded by n (it stops counting at n+1).
+func (db *DB) HasMoreMemories(ctx context.Context, owner int64, n int) (bool, error) {
+	var c int
+	err := db.SQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM memories WHERE owner_id = ? LIMIT ?)`, owner, n+1).Scan(&c)
+	if err != nil {
+		return false, fmt.Errorf("store: count memories: %w", err)
+	}
+	return c > n, nil
+}
+
 // maxKNN is sqlite-vec's upper bound for k.
 const maxKNN = 4096
 
