@@ -3,7 +3,9 @@ package crypto
 import (
 	"context"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -61,6 +63,7 @@ type Keyring struct {
 
 	mu   sync.RWMutex
 	keys map[int64]cipher.AEAD // unwrapped data keys, by owner
+	prks map[int64][]byte      // HKDF pseudo-random keys of the data keys, for Derive
 }
 
 // NewKeyring checks master against the check value in ks and returns a Keyring. On a
@@ -75,7 +78,7 @@ func NewKeyring(ctx context.Context, master []byte, ks KeyStore) (*Keyring, erro
 	if err != nil {
 		return nil, fmt.Errorf("crypto: master key: %w", err)
 	}
-	k := &Keyring{master: aead, ks: ks, keys: make(map[int64]cipher.AEAD)}
+	k := &Keyring{master: aead, ks: ks, keys: make(map[int64]cipher.AEAD), prks: make(map[int64][]byte)}
 	checkAD := AD("atrium", MetaMasterKeyCheck)
 
 	stored, err := ks.Meta(ctx, MetaMasterKeyCheck)
@@ -129,6 +132,30 @@ func (k *Keyring) Open(ctx context.Context, owner int64, sealed, ad []byte) ([]b
 	return open(aead, sealed, ad)
 }
 
+// deriveSalt separates Derive's keys from any other use of the data key.
+var deriveSalt = []byte("atrium derive v1")
+
+// Derive returns a 32-byte key for purpose (e.g. "memory/index") derived from
+// owner's data key with HKDF-SHA256, creating the data key on first use. Keys
+// for different purposes or owners are independent; the data key itself never
+// leaves the Keyring, and destroying it destroys every derived key too.
+func (k *Keyring) Derive(ctx context.Context, owner int64, purpose string) ([]byte, error) {
+	if purpose == "" {
+		return nil, errors.New("crypto: derive: empty purpose")
+	}
+	if _, err := k.dataKey(ctx, owner); err != nil {
+		return nil, err
+	}
+	k.mu.RLock()
+	prk := k.prks[owner]
+	k.mu.RUnlock()
+	key, err := hkdf.Expand(sha256.New, prk, purpose, KeySize)
+	if err != nil {
+		return nil, fmt.Errorf("crypto: derive: %w", err)
+	}
+	return key, nil
+}
+
 // dataKey returns owner's data key, loading or creating it on first use. Concurrent
 // first uses (in this process or another) converge on the key that reached the store
 // first: a loser of PutWrappedKey re-reads the winner's key.
@@ -145,6 +172,11 @@ func (k *Keyring) dataKey(ctx context.Context, owner int64) (cipher.AEAD, error)
 		return nil, err
 	}
 	aead, err = chacha20poly1305.NewX(raw)
+	if err != nil {
+		clear(raw)
+		return nil, fmt.Errorf("crypto: data key of owner %d: %w", owner, err)
+	}
+	prk, err := hkdf.Extract(sha256.New, raw, deriveSalt)
 	clear(raw)
 	if err != nil {
 		return nil, fmt.Errorf("crypto: data key of owner %d: %w", owner, err)
@@ -156,6 +188,7 @@ func (k *Keyring) dataKey(ctx context.Context, owner int64) (cipher.AEAD, error)
 		return cached, nil // the same stored key, unwrapped by a concurrent caller
 	}
 	k.keys[owner] = aead
+	k.prks[owner] = prk
 	return aead, nil
 }
 

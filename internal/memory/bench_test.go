@@ -1,0 +1,326 @@
+package memory
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"atrium/internal/store"
+)
+
+// benchMemories is how many memories each scenario of BenchmarkMemoryRecall
+// holds; ATRIUM_BENCH_MEMORIES raises it (e.g. 100000), since generating 100k
+// memories takes a while.
+func benchMemories() int {
+	if n, err := strconv.Atoi(os.Getenv("ATRIUM_BENCH_MEMORIES")); err == nil && n > 0 {
+		return n
+	}
+	return 10_000
+}
+
+// benchVocab is a synthetic vocabulary with a Zipf-like use, so texts share
+// common words and differ in rare ones, as real memories do.
+type benchVocab struct {
+	words []string
+	zipf  *rand.Zipf
+	r     *rand.Rand
+}
+
+func newBenchVocab(seed uint64) *benchVocab {
+	r := rand.New(rand.NewPCG(seed, 99))
+	syl := []string{"ka", "lo", "mi", "ren", "ta", "vu", "sel", "dor", "pi", "qua", "ne", "zo", "bri", "fen", "gal", "hu"}
+	seen := map[string]bool{}
+	var words []string
+	for len(words) < 5000 {
+		var b strings.Builder
+		for range 2 + r.IntN(3) {
+			b.WriteString(syl[r.IntN(len(syl))])
+		}
+		if w := b.String(); !seen[w] {
+			seen[w] = true
+			words = append(words, w)
+		}
+	}
+	return &benchVocab{words: words, zipf: rand.NewZipf(r, 1.1, 2, uint64(len(words)-1)), r: r}
+}
+
+func (v *benchVocab) word() string { return v.words[v.zipf.Uint64()] }
+
+func (v *benchVocab) text() string {
+	n := 6 + v.r.IntN(9)
+	ws := make([]string, n)
+	for i := range ws {
+		ws[i] = v.word()
+	}
+	return strings.Join(ws, " ")
+}
+
+// paraphrase keeps about two thirds of the words of text and replaces the rest.
+func (v *benchVocab) paraphrase(text string) string {
+	ws := strings.Fields(text)
+	for i := range ws {
+		if v.r.IntN(3) == 0 {
+			ws[i] = v.word()
+		}
+	}
+	return strings.Join(ws, " ")
+}
+
+type benchQuery struct {
+	owner int64
+	bits  []byte
+	vec   []float32
+}
+
+// floatBlob encodes v as sqlite-vec's float32 blob (little-endian).
+func floatBlob(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// buildBench fills a fresh database with n memories spread evenly over users
+// users through the same indexing path as Save (seal, blind terms, transformed
+// vector), inserted in batches, and returns queries paraphrasing some of them.
+//
+// The same vectors, as float32, go to a vec0 float table in a separate file
+// (so the measured size is the real schema's): sqlite-vec's plain float KNN,
+// the ground truth for recall and the baseline for latency.
+func buildBench(b *testing.B, users, n int) (*fixture, *sql.DB, []benchQuery) {
+	ctx := context.Background()
+	f := newFixture(b)
+	ref, err := sql.Open("sqlite", filepath.Join(b.TempDir(), "reference.db"))
+	ok(b, err)
+	b.Cleanup(func() { ref.Close() })
+	ref.SetMaxOpenConns(1)
+	_, err = ref.ExecContext(ctx, `CREATE VIRTUAL TABLE floats USING vec0(
+		owner_id INTEGER, embedding float[512] distance_metric=cosine)`)
+	ok(b, err)
+	var refRows [][3]any // seq (unused), owner, float32 blob
+	owners := []int64{f.ann}
+	for i := 1; i < users; i++ {
+		u := store.User{Username: fmt.Sprint("user", i), PasswordHash: "h", Role: store.RoleUser}
+		if err := f.db.CreateUser(ctx, &u); err != nil {
+			b.Fatal(err)
+		}
+		owners = append(owners, u.ID)
+	}
+	v := newBenchVocab(uint64(users))
+	start := time.Now()
+	var texts []string
+	var textOwner []int64
+	const batch = 500
+	var recs []*store.Memory
+	var ixs []store.MemoryIndex
+	flush := func() {
+		if err := f.db.InsertMemories(ctx, recs, ixs); err != nil {
+			b.Fatal(err)
+		}
+		tx := must(ref.BeginTx(ctx, nil))
+		for i, r := range refRows {
+			_, err := tx.ExecContext(ctx, `INSERT INTO floats (rowid, owner_id, embedding) VALUES (?, ?, ?)`, recs[i].Seq, r[1], r[2])
+			ok(b, err)
+		}
+		ok(b, tx.Commit())
+		recs, ixs, refRows = recs[:0], ixs[:0], refRows[:0]
+	}
+	for i := range n {
+		owner := owners[i%len(owners)]
+		k := must(f.svc.ownerKeys(ctx, owner))
+		text := v.text()
+		ix, terms, err := f.svc.index(ctx, k, text)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rot := must(k.tr.Apply(must(HashEmbedder{}.Embed(ctx, []string{text}))[0]))
+		refRows = append(refRows, [3]any{nil, owner, floatBlob(rot)})
+		id := fmt.Sprintf("mem_bench%07d", i)
+		sealed := must(f.svc.keys.Seal(ctx, owner, []byte(text), sealAD(id, owner)))
+		recs = append(recs, &store.Memory{ID: id, OwnerID: owner, Kind: KindFact, Sealed: sealed, TermCount: terms,
+			SourceKind: SourceImport, Confidence: 0.8})
+		ixs = append(ixs, ix)
+		texts, textOwner = append(texts, text), append(textOwner, owner)
+		if len(recs) == batch {
+			flush()
+		}
+	}
+	if len(recs) > 0 {
+		flush()
+	}
+	b.Logf("%d users, %d memories: built in %v (%.0f memories/s)", users, n, time.Since(start).Round(time.Millisecond),
+		float64(n)/time.Since(start).Seconds())
+
+	var qs []benchQuery
+	for range 200 {
+		i := v.r.IntN(n)
+		k := must(f.svc.ownerKeys(ctx, textOwner[i]))
+		vec := must(HashEmbedder{}.Embed(ctx, []string{v.paraphrase(texts[i])}))[0]
+		rot := must(k.tr.Apply(vec))
+		qs = append(qs, benchQuery{owner: textOwner[i], bits: signBits(rot), vec: rot})
+	}
+	return f, ref, qs
+}
+
+func dbMB(b *testing.B, f *fixture) float64 {
+	ok(b, f.db.Checkpoint(context.Background()))
+	var size int64
+	for _, s := range []string{"", "-wal"} {
+		if st, err := os.Stat(f.path + s); err == nil {
+			size += st.Size()
+		}
+	}
+	return float64(size) / (1 << 20)
+}
+
+// refKNN is sqlite-vec's exact float32 KNN in the reference table, as seqs.
+func refKNN(b *testing.B, ref *sql.DB, q benchQuery, k int) []int64 {
+	rows, err := ref.Query(`SELECT rowid FROM floats WHERE embedding MATCH ? AND k = ? AND owner_id = ?`, floatBlob(q.vec), k, q.owner)
+	ok(b, err)
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var seq int64
+		ok(b, rows.Scan(&seq))
+		out = append(out, seq)
+	}
+	ok(b, rows.Err())
+	return out
+}
+
+// BenchmarkMemoryRecall measures top-5 vector retrieval for memories of one
+// user and spread over 1,000 users: the fast path (Hamming prefilter of 10×k
+// or 40×k sign-bit vectors, rescored on float16 vectors) against sqlite-vec's
+// plain float32 KNN (vec0-float) and an exact scan of the owner's stored
+// vectors (exact-scan), with the fast path's recall@5 against vec0-float.
+func BenchmarkMemoryRecall(b *testing.B) {
+	const k = 5
+	n := benchMemories()
+	for _, sc := range []struct {
+		name  string
+		users int
+	}{{"one-user", 1}, {"1000-users", 1000}} {
+		b.Run(fmt.Sprintf("%s/%d", sc.name, n), func(b *testing.B) {
+			f, ref, qs := buildBench(b, sc.users, n)
+			ctx := context.Background()
+			size := dbMB(b, f)
+			seqOf := map[string]int64{}
+			rows := must(f.db.SQL.Query(`SELECT id, seq FROM memories`))
+			for rows.Next() {
+				var id string
+				var seq int64
+				ok(b, rows.Scan(&id, &seq))
+				seqOf[id] = seq
+			}
+			rows.Close()
+			truth := make([][]int64, len(qs))
+			for i, q := range qs {
+				truth[i] = refKNN(b, ref, q, k)
+			}
+			recall := func(knn func(q benchQuery) []store.MemoryHit) float64 {
+				var found, want int
+				for i, q := range qs {
+					in := map[int64]bool{}
+					for _, s := range truth[i] {
+						in[s] = true
+					}
+					for _, h := range knn(q) {
+						if in[seqOf[h.ID]] {
+							found++
+						}
+					}
+					want += len(truth[i])
+				}
+				return float64(found) / float64(want)
+			}
+
+			b.Run("vec0-float", func(b *testing.B) {
+				for i := 0; b.Loop(); i++ {
+					refKNN(b, ref, qs[i%len(qs)], k)
+				}
+				b.ReportMetric(size, "db_MB")
+			})
+			b.Run("exact-scan", func(b *testing.B) {
+				exact := func(q benchQuery) []store.MemoryHit {
+					return must(f.db.ExactKNNMemoryCandidates(ctx, q.owner, q.vec, k))
+				}
+				r := recall(exact)
+				b.ResetTimer()
+				for i := 0; b.Loop(); i++ {
+					exact(qs[i%len(qs)])
+				}
+				b.ReportMetric(r, "recall@5")
+			})
+			for _, pre := range []int{10 * k, 40 * k} {
+				// The prefilter alone, to split the fast path's cost.
+				b.Run(fmt.Sprintf("bit%d-only", pre), func(b *testing.B) {
+					for i := 0; b.Loop(); i++ {
+						q := qs[i%len(qs)]
+						rows, err := f.db.SQL.QueryContext(ctx, `SELECT rowid FROM memory_vectors
+							WHERE bits MATCH vec_bit(?) AND k = ? AND owner_id = ?`, q.bits, pre, q.owner)
+						ok(b, err)
+						for rows.Next() {
+						}
+						ok(b, rows.Err())
+						rows.Close()
+					}
+				})
+				b.Run(fmt.Sprintf("bit%d+rescore", pre), func(b *testing.B) {
+					fast := func(q benchQuery) []store.MemoryHit {
+						return must(f.db.KNNMemoryCandidates(ctx, q.owner, q.bits, q.vec, pre, k))
+					}
+					r := recall(fast)
+					b.ResetTimer()
+					for i := 0; b.Loop(); i++ {
+						fast(qs[i%len(qs)])
+					}
+					b.ReportMetric(r, "recall@5")
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkMemoryFileSize reports the database size for 1,000 users × 100
+// memories (100k memories; building them takes about 40 s here), and the
+// top-5 latency there of the two vector paths and of a whole Search.
+func BenchmarkMemoryFileSize(b *testing.B) {
+	const k = 5
+	f, _, qs := buildBench(b, 1000, 100_000)
+	ctx := context.Background()
+	size := dbMB(b, f)
+	b.Run("size", func(b *testing.B) {
+		for b.Loop() {
+		}
+		b.ReportMetric(size, "db_MB")
+		b.ReportMetric(size*(1<<20)/100_000, "bytes/memory")
+	})
+	b.Run("exact-scan", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			q := qs[i%len(qs)]
+			must(f.db.ExactKNNMemoryCandidates(ctx, q.owner, q.vec, k))
+		}
+	})
+	b.Run("bit50+rescore", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			q := qs[i%len(qs)]
+			must(f.db.KNNMemoryCandidates(ctx, q.owner, q.bits, q.vec, 10*k, k))
+		}
+	})
+	v := newBenchVocab(7)
+	b.Run("search", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			must(f.svc.Search(ctx, qs[i%len(qs)].owner, v.text(), k))
+		}
+	})
+}

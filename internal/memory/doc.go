@@ -1,0 +1,23 @@
+// Package memory is Atrium's long-term memory core: what a memory is, how it is
+// stored without plaintext derivatives, and how it is found again.
+//
+// Nothing in the database is a plaintext derivative of a memory's text:
+//   - the text is sealed with the owner's data key, the associated data binding
+//     the memory id and owner, so a ciphertext moved to another row does not open;
+//   - the lexical index holds HMAC-SHA256 tags (16 bytes) of normalised words and
+//     CJK character bigrams under a key derived from the owner's data key;
+//   - vectors are stored after a keyed randomised Hadamard transform (sign flips,
+//     permutation, 3 rounds) derived from the owner's data key. It is orthogonal,
+//     so cosine and L2 distances are unchanged, but a vector cannot be fed to the
+//     public embedding model's inverters without the key.
+//
+// What still leaks to someone holding the file but not the keys: how many
+// memories each owner has and when they were written and used; the length of
+// each text (ciphertext size, term count); which memories of one owner share a
+// word (equal tags) and how often it occurs; and, for one owner, distances
+// between memories (the transform preserves them on purpose). Known pairs of
+// plaintext and stored vector weaken the transform: with enough of them the
+// rotation can be solved for, since it is linear. Destroying the owner's data
+// key (crypto-shredding) makes every sealed text, tag and vector of that owner
+// meaningless at once.
+package memory

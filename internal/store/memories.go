@@ -1,0 +1,517 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"atrium/internal/errs"
+)
+
+// MemoryVectorDim is the width of memory_vectors (migration 0007): float32
+// coordinates in Embedding, MemoryVectorDim/8 bytes in Bits.
+const MemoryVectorDim = 512
+
+// Memory is one stored memory. The store never sees its text: Sealed, Terms,
+// Bits and Embedding are produced (and read back) by internal/memory.
+type Memory struct {
+	Seq           int64 // rowid of the vector row; internal
+	ID            string
+	OwnerID       int64
+	Kind          string
+	Sealed        []byte
+	TermCount     int
+	SourceKind    string // chat, tool, manual, import
+	SourceSession string // "" when none
+	SourceSeq     *int64
+	Confidence    float64
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	LastUsedAt    *time.Time
+	UseCount      int
+	ExpiresAt     *time.Time
+}
+
+// MemoryTerm is one blind-index entry: an HMAC tag and its count in the memory.
+type MemoryTerm struct {
+	Tag []byte
+	TF  int
+}
+
+// MemoryIndex is what a memory is found by: its blind terms and its
+// (transformed) vector, as sign bits and as float16 (see HalfBlob).
+type MemoryIndex struct {
+	Terms     []MemoryTerm
+	Bits      []byte // MemoryVectorDim/8 bytes
+	Embedding []byte // MemoryVectorDim little-endian float16, HalfBlob
+}
+
+// MemoryHit is a candidate of a search: for lexical hits Score is a BM25 score
+// (higher is better), for vector hits Distance is the cosine distance.
+type MemoryHit struct {
+	ID       string
+	Score    float64
+	Distance float64
+}
+
+const memoryCols = `seq, id, owner_id, kind, sealed, term_count, source_kind, source_session, source_seq,
+	confidence, created_at, updated_at, last_used_at, use_count, expires_at`
+
+func scanMemory(row interface{ Scan(...any) error }) (Memory, error) {
+	var m Memory
+	var session sql.NullString
+	var srcSeq, lastUsed, expires sql.NullInt64
+	var created, updated int64
+	err := row.Scan(&m.Seq, &m.ID, &m.OwnerID, &m.Kind, &m.Sealed, &m.TermCount, &m.SourceKind, &session, &srcSeq,
+		&m.Confidence, &created, &updated, &lastUsed, &m.UseCount, &expires)
+	if err != nil {
+		return m, err
+	}
+	m.SourceSession = session.String
+	if srcSeq.Valid {
+		v := srcSeq.Int64
+		m.SourceSeq = &v
+	}
+	m.CreatedAt, m.UpdatedAt = fromMS(created), fromMS(updated)
+	if lastUsed.Valid {
+		t := fromMS(lastUsed.Int64)
+		m.LastUsedAt = &t
+	}
+	if expires.Valid {
+		t := fromMS(expires.Int64)
+		m.ExpiresAt = &t
+	}
+	return m, nil
+}
+
+func validMemoryIndex(ix MemoryIndex) error {
+	if len(ix.Bits) != MemoryVectorDim/8 || len(ix.Embedding) != MemoryVectorDim*2 {
+		return errs.E(errs.Invalid, "memory vector must have %d dimensions", MemoryVectorDim)
+	}
+	for _, t := range ix.Terms {
+		if len(t.Tag) == 0 || t.TF <= 0 {
+			return errs.E(errs.Invalid, "bad memory term")
+		}
+	}
+	return nil
+}
+
+func nullTime(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return ms(*t)
+}
+
+// InsertMemories stores memories with their index rows and vectors in one
+// transaction (all or none). m.ID, OwnerID, Kind, Sealed, SourceKind and
+// Confidence must be set; CreatedAt/UpdatedAt default to now. Seq is assigned.
+func (db *DB) InsertMemories(ctx context.Context, mems []*Memory, ixs []MemoryIndex) error {
+	if len(mems) != len(ixs) {
+		return fmt.Errorf("store: insert memories: %d memories, %d indexes", len(mems), len(ixs))
+	}
+	for i := range mems {
+		if err := validMemoryIndex(ixs[i]); err != nil {
+			return fmt.Errorf("store: insert memory: %w", err)
+		}
+	}
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		ins, err := tx.PrepareContext(ctx, `INSERT INTO memories (id, owner_id, kind, sealed, term_count, source_kind,
+			source_session, source_seq, confidence, created_at, updated_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`)
+		if err != nil {
+			return err
+		}
+		defer ins.Close()
+		for i, m := range mems {
+			now := db.now()
+			if m.CreatedAt.IsZero() {
+				m.CreatedAt = now
+			}
+			if m.UpdatedAt.IsZero() {
+				m.UpdatedAt = m.CreatedAt
+			}
+			var srcSeq any
+			if m.SourceSeq != nil {
+				srcSeq = *m.SourceSeq
+			}
+			err := ins.QueryRowContext(ctx, m.ID, m.OwnerID, m.Kind, m.Sealed, m.TermCount, m.SourceKind,
+				nullString(m.SourceSession), srcSeq, m.Confidence, ms(m.CreatedAt), ms(m.UpdatedAt),
+				nullTime(m.ExpiresAt)).Scan(&m.Seq)
+			if err != nil {
+				return err
+			}
+			if err := writeMemoryIndex(ctx, tx, m, ixs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case isForeignKey(err):
+		return fmt.Errorf("store: insert memory: %w", errs.Wrap(errs.NotFound, err, "user not found"))
+	case isUnique(err):
+		return fmt.Errorf("store: insert memory: %w", errs.Wrap(errs.Conflict, err, "memory already exists"))
+	case isCheck(err):
+		return fmt.Errorf("store: insert memory: %w", errs.Wrap(errs.Invalid, err, "invalid memory"))
+	case err != nil:
+		return fmt.Errorf("store: insert memory: %w", err)
+	}
+	return nil
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func writeMemoryIndex(ctx context.Context, tx *sql.Tx, m *Memory, ix MemoryIndex) error {
+	for _, t := range ix.Terms {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO memory_terms (memory_seq, owner_id, term, tf) VALUES (?, ?, ?, ?)`,
+			m.Seq, m.OwnerID, t.Tag, t.TF); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO memory_vectors (rowid, owner_id, bits) VALUES (?, ?, vec_bit(?))`,
+		m.Seq, m.OwnerID, ix.Bits); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO memory_embeddings (seq, embedding) VALUES (?, ?)`, m.Seq, ix.Embedding)
+	return err
+}
+
+// UpdateMemory replaces the sealed text, its terms and its vector of owner's
+// memory id in place, in one transaction. Another owner's id is errs.NotFound.
+func (db *DB) UpdateMemory(ctx context.Context, owner int64, id string, sealed []byte, termCount int, ix MemoryIndex) (Memory, error) {
+	if err := validMemoryIndex(ix); err != nil {
+		return Memory{}, fmt.Errorf("store: update memory: %w", err)
+	}
+	var m Memory
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		m, err = scanMemory(tx.QueryRowContext(ctx, `UPDATE memories SET sealed = ?, term_count = ?, updated_at = ?
+			WHERE owner_id = ? AND id = ? RETURNING `+memoryCols, sealed, termCount, ms(db.now()), owner, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.E(errs.NotFound, "memory not found")
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_terms WHERE memory_seq = ?`, m.Seq); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_vectors WHERE rowid = ?`, m.Seq); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_embeddings WHERE seq = ?`, m.Seq); err != nil {
+			return err
+		}
+		return writeMemoryIndex(ctx, tx, &m, ix)
+	})
+	if err != nil {
+		return Memory{}, fmt.Errorf("store: update memory: %w", err)
+	}
+	// The old text's pages are zeroed by secure_delete; the checkpoint removes
+	// the old page images from the WAL too.
+	return m, db.Checkpoint(ctx)
+}
+
+// MemoryByID returns owner's memory id. Another owner's memory is errs.NotFound,
+// exactly like a missing one.
+func (db *DB) MemoryByID(ctx context.Context, owner int64, id string) (Memory, error) {
+	m, err := scanMemory(db.SQL.QueryRowContext(ctx, `SELECT `+memoryCols+` FROM memories WHERE owner_id = ? AND id = ?`, owner, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Memory{}, fmt.Errorf("store: memory: %w", errs.E(errs.NotFound, "memory not found"))
+	}
+	if err != nil {
+		return Memory{}, fmt.Errorf("store: memory: %w", err)
+	}
+	return m, nil
+}
+
+// ListMemories returns owner's unexpired memories, newest first.
+func (db *DB) ListMemories(ctx context.Context, owner int64) ([]Memory, error) {
+	return db.queryMemories(ctx, `SELECT `+memoryCols+` FROM memories
+		WHERE owner_id = ? AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at DESC, seq DESC`, owner, ms(db.now()))
+}
+
+// MemoriesByIDs returns those of ids that are owner's unexpired memories, in
+// no particular order; ids of other owners are silently left out.
+func (db *DB) MemoriesByIDs(ctx context.Context, owner int64, ids []string) ([]Memory, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := []any{owner, ms(db.now())}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return db.queryMemories(ctx, `SELECT `+memoryCols+` FROM memories
+		WHERE owner_id = ? AND (expires_at IS NULL OR expires_at > ?) AND id IN (`+placeholders(len(ids))+`)`, args...)
+}
+
+func (db *DB) queryMemories(ctx context.Context, q string, args ...any) ([]Memory, error) {
+	rows, err := db.SQL.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: memories: %w", err)
+	}
+	defer rows.Close()
+	var out []Memory
+	for rows.Next() {
+		m, err := scanMemory(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: memories: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: memories: %w", err)
+	}
+	return out, nil
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// MarkMemoriesUsed records one use of each of owner's memories ids at now.
+func (db *DB) MarkMemoriesUsed(ctx context.Context, owner int64, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := []any{ms(db.now()), owner}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	_, err := db.SQL.ExecContext(ctx, `UPDATE memories SET last_used_at = ?, use_count = use_count + 1
+		WHERE owner_id = ? AND id IN (`+placeholders(len(ids))+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("store: mark memories used: %w", err)
+	}
+	return nil
+}
+
+// DeleteMemory physically removes owner's memory id with its terms and float
+// vector (cascade) and its bit vector (trigger), then checkpoints the WAL so the deleted bytes are
+// in neither file. Another owner's id is errs.NotFound.
+func (db *DB) DeleteMemory(ctx context.Context, owner int64, id string) error {
+	res, err := db.SQL.ExecContext(ctx, `DELETE FROM memories WHERE owner_id = ? AND id = ?`, owner, id)
+	if err != nil {
+		return fmt.Errorf("store: delete memory: %w", err)
+	}
+	if err := mustAffect(res, "memory not found"); err != nil {
+		return fmt.Errorf("store: delete memory: %w", err)
+	}
+	return db.Checkpoint(ctx)
+}
+
+// DeleteOwnerMemories removes all of owner's memories (as DeleteMemory) and
+// returns how many there were.
+func (db *DB) DeleteOwnerMemories(ctx context.Context, owner int64) (int, error) {
+	res, err := db.SQL.ExecContext(ctx, `DELETE FROM memories WHERE owner_id = ?`, owner)
+	if err != nil {
+		return 0, fmt.Errorf("store: delete memories: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), db.Checkpoint(ctx)
+}
+
+// SetMemoryExpiry sets (or with nil clears) when owner's memory id expires.
+// Another owner's id is errs.NotFound.
+func (db *DB) SetMemoryExpiry(ctx context.Context, owner int64, id string, at *time.Time) error {
+	res, err := db.SQL.ExecContext(ctx, `UPDATE memories SET expires_at = ? WHERE owner_id = ? AND id = ?`, nullTime(at), owner, id)
+	if err != nil {
+		return fmt.Errorf("store: set memory expiry: %w", err)
+	}
+	if err := mustAffect(res, "memory not found"); err != nil {
+		return fmt.Errorf("store: set memory expiry: %w", err)
+	}
+	return nil
+}
+
+// PurgeExpiredMemories removes every memory whose expiry has passed.
+func (db *DB) PurgeExpiredMemories(ctx context.Context) (int, error) {
+	res, err := db.SQL.ExecContext(ctx, `DELETE FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?`, ms(db.now()))
+	if err != nil {
+		return 0, fmt.Errorf("store: purge memories: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	if n == 0 {
+		return 0, nil
+	}
+	return int(n), db.Checkpoint(ctx)
+}
+
+// BM25 parameters (the usual defaults).
+const (
+	bm25K1 = 1.2
+	bm25B  = 0.75
+)
+
+// LexicalMemoryCandidates scores owner's unexpired memories that share a tag
+// with the query tags by BM25 (term frequencies from the index, document
+// frequencies and lengths within owner's memories) and returns the best limit,
+// best first.
+func (db *DB) LexicalMemoryCandidates(ctx context.Context, owner int64, tags [][]byte, limit int) ([]MemoryHit, error) {
+	if len(tags) == 0 || limit <= 0 {
+		return nil, nil
+	}
+	now := ms(db.now())
+	var n int
+	var avgLen sql.NullFloat64
+	if err := db.SQL.QueryRowContext(ctx, `SELECT COUNT(*), AVG(term_count) FROM memories WHERE owner_id = ?`, owner).Scan(&n, &avgLen); err != nil {
+		return nil, fmt.Errorf("store: lexical memories: %w", err)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	avg := math.Max(avgLen.Float64, 1)
+	args := []any{owner}
+	for _, t := range tags {
+		args = append(args, t)
+	}
+	in := placeholders(len(tags))
+	df := map[string]int{}
+	rows, err := db.SQL.QueryContext(ctx, `SELECT term, COUNT(*) FROM memory_terms WHERE owner_id = ? AND term IN (`+in+`) GROUP BY term`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: lexical memories: %w", err)
+	}
+	for rows.Next() {
+		var tag []byte
+		var c int
+		if err := rows.Scan(&tag, &c); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: lexical memories: %w", err)
+		}
+		df[string(tag)] = c
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: lexical memories: %w", err)
+	}
+	if len(df) == 0 {
+		return nil, nil
+	}
+
+	args = append(args, now)
+	rows, err = db.SQL.QueryContext(ctx, `SELECT m.id, t.term, t.tf, m.term_count
+		FROM memory_terms t JOIN memories m ON m.seq = t.memory_seq
+		WHERE t.owner_id = ? AND t.term IN (`+in+`) AND (m.expires_at IS NULL OR m.expires_at > ?)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: lexical memories: %w", err)
+	}
+	defer rows.Close()
+	scores := map[string]float64{}
+	for rows.Next() {
+		var id string
+		var tag []byte
+		var tf, dl int
+		if err := rows.Scan(&id, &tag, &tf, &dl); err != nil {
+			return nil, fmt.Errorf("store: lexical memories: %w", err)
+		}
+		d := float64(df[string(tag)])
+		idf := math.Log(1 + (float64(n)-d+0.5)/(d+0.5))
+		f := float64(tf)
+		scores[id] += idf * f * (bm25K1 + 1) / (f + bm25K1*(1-bm25B+bm25B*float64(dl)/avg))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: lexical memories: %w", err)
+	}
+	hits := make([]MemoryHit, 0, len(scores))
+	for id, s := range scores {
+		hits = append(hits, MemoryHit{ID: id, Score: s})
+	}
+	sort.Slice(hits, func(i, j int) bool {
+		if hits[i].Score != hits[j].Score {
+			return hits[i].Score > hits[j].Score
+		}
+		return hits[i].ID < hits[j].ID
+	})
+	if len(hits) > limit {
+		hits = hits[:limit]
+	}
+	return hits, nil
+}
+
+// HasMoreMemories reports whether owner has more than n memories, at a cost
+// bounded by n (it stops counting at n+1).
+func (db *DB) HasMoreMemories(ctx context.Context, owner int64, n int) (bool, error) {
+	var c int
+	err := db.SQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM memories WHERE owner_id = ? LIMIT ?)`, owner, n+1).Scan(&c)
+	if err != nil {
+		return false, fmt.Errorf("store: count memories: %w", err)
+	}
+	return c > n, nil
+}
+
+// maxKNN is sqlite-vec's upper bound for k.
+const maxKNN = 4096
+
+// KNNMemoryCandidates returns owner's k unexpired memories nearest to the
+// query: a Hamming-distance KNN over bits keeps prefilter candidates, which are
+// rescored by the cosine distance of their stored vectors to query. Nearest
+// first.
+func (db *DB) KNNMemoryCandidates(ctx context.Context, owner int64, bits []byte, query []float32, prefilter, k int) ([]MemoryHit, error) {
+	if k <= 0 {
+		return nil, nil
+	}
+	prefilter = min(max(prefilter, k), maxKNN)
+	return db.rescore(ctx, query, k, `WITH c AS (
+			SELECT rowid FROM memory_vectors WHERE bits MATCH vec_bit(?) AND k = ? AND owner_id = ?
+		)
+		SELECT m.id, e.embedding
+		FROM c JOIN memory_embeddings e ON e.seq = c.rowid JOIN memories m ON m.seq = c.rowid
+		WHERE m.expires_at IS NULL OR m.expires_at > ?`, bits, prefilter, owner, ms(db.now()))
+}
+
+// ExactKNNMemoryCandidates is the exact KNN over all of owner's stored vectors
+// (a scan of owner's rows by index): the reference KNNMemoryCandidates is
+// measured against.
+func (db *DB) ExactKNNMemoryCandidates(ctx context.Context, owner int64, query []float32, k int) ([]MemoryHit, error) {
+	if k <= 0 {
+		return nil, nil
+	}
+	return db.rescore(ctx, query, k, `SELECT m.id, e.embedding
+		FROM memories m JOIN memory_embeddings e ON e.seq = m.seq
+		WHERE m.owner_id = ? AND (m.expires_at IS NULL OR m.expires_at > ?)`, owner, ms(db.now()))
+}
+
+// rescore ranks the (id, float16 vector) rows of q by cosine distance to query
+// and keeps the k nearest.
+func (db *DB) rescore(ctx context.Context, query []float32, k int, q string, args ...any) ([]MemoryHit, error) {
+	rows, err := db.SQL.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: knn memories: %w", err)
+	}
+	defer rows.Close()
+	qn := norm(query)
+	var hits []MemoryHit
+	var blob []byte
+	for rows.Next() {
+		var h MemoryHit
+		if err := rows.Scan(&h.ID, &blob); err != nil {
+			return nil, fmt.Errorf("store: knn memories: %w", err)
+		}
+		h.Distance = halfCosineDistance(query, qn, blob)
+		hits = append(hits, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: knn memories: %w", err)
+	}
+	sort.Slice(hits, func(i, j int) bool {
+		if hits[i].Distance != hits[j].Distance {
+			return hits[i].Distance < hits[j].Distance
+		}
+		return hits[i].ID < hits[j].ID
+	})
+	if len(hits) > k {
+		hits = hits[:k]
+	}
+	return hits, nil
+}
