@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"atrium/internal/store"
+	"atrium/internal/store/storetest"
 )
 
 // benchMemories is how many memories each scenario of BenchmarkMemoryRecall
@@ -215,7 +216,7 @@ func BenchmarkMemoryRecall(b *testing.B) {
 			ctx := context.Background()
 			size := dbMB(b, f)
 			seqOf := map[string]int64{}
-			rows := must(f.db.SQL.Query(`SELECT id, seq FROM memories`))
+			rows := must(storetest.Pool(b, f.db).Query(`SELECT id, seq FROM memories`))
 			for rows.Next() {
 				var id string
 				var seq int64
@@ -266,7 +267,7 @@ func BenchmarkMemoryRecall(b *testing.B) {
 				b.Run(fmt.Sprintf("bit%d-only", pre), func(b *testing.B) {
 					for i := 0; b.Loop(); i++ {
 						q := qs[i%len(qs)]
-						rows, err := f.db.SQL.QueryContext(ctx, `SELECT rowid FROM memory_vectors
+						rows, err := storetest.Pool(b, f.db).QueryContext(ctx, `SELECT rowid FROM memory_vectors
 							WHERE bits MATCH vec_bit(?) AND k = ? AND owner_id = ?`, q.bits, pre, q.owner)
 						ok(b, err)
 						for rows.Next() {

@@ -19,6 +19,7 @@ import (
 	"atrium/internal/crypto"
 	"atrium/internal/errs"
 	"atrium/internal/store"
+	"atrium/internal/store/storetest"
 )
 
 type fixture struct {
@@ -253,7 +254,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	// The stored ciphertext is bound to its row: moved to another id it does not open.
 	other := f.save(t, f.ann, "Lives near the harbour")
-	if _, err := f.db.SQL.Exec(`UPDATE memories SET sealed = (SELECT sealed FROM memories WHERE id = ?) WHERE id = ?`, m.ID, other.ID); err != nil {
+	if _, err := storetest.Pool(t, f.db).Exec(`UPDATE memories SET sealed = (SELECT sealed FROM memories WHERE id = ?) WHERE id = ?`, m.ID, other.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.svc.Get(ctx, f.ann, other.ID); !errors.Is(err, crypto.ErrOpen) {
@@ -389,14 +390,14 @@ func TestNoPlaintextInFilesAndForgetIsPhysical(t *testing.T) {
 	// What forgetting must remove: the ciphertext, the vector and the tags.
 	var sealed, vec []byte
 	var seq int64
-	if err := f.db.SQL.QueryRow(`SELECT seq, sealed FROM memories WHERE id = ?`, m.ID).Scan(&seq, &sealed); err != nil {
+	if err := storetest.Pool(t, f.db).QueryRow(`SELECT seq, sealed FROM memories WHERE id = ?`, m.ID).Scan(&seq, &sealed); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.db.SQL.QueryRow(`SELECT embedding FROM memory_embeddings WHERE seq = ?`, seq).Scan(&vec); err != nil {
+	if err := storetest.Pool(t, f.db).QueryRow(`SELECT embedding FROM memory_embeddings WHERE seq = ?`, seq).Scan(&vec); err != nil {
 		t.Fatal(err)
 	}
 	stored := map[string][]byte{"the ciphertext": sealed, "the vector": vec[:64]}
-	rows, err := f.db.SQL.Query(`SELECT term FROM memory_terms WHERE memory_seq = ?`, seq)
+	rows, err := storetest.Pool(t, f.db).Query(`SELECT term FROM memory_terms WHERE memory_seq = ?`, seq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +532,7 @@ func TestExpiry(t *testing.T) {
 		t.Errorf("purged %d", n)
 	}
 	var left int
-	ok(t, f.db.SQL.QueryRow(`SELECT COUNT(*) FROM memories`).Scan(&left))
+	ok(t, storetest.Pool(t, f.db).QueryRow(`SELECT COUNT(*) FROM memories`).Scan(&left))
 	if left != 1 {
 		t.Errorf("%d rows left", left)
 	}

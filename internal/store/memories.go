@@ -226,7 +226,7 @@ func (db *DB) UpdateMemory(ctx context.Context, owner int64, id string, sealed [
 // MemoryByID returns owner's memory id. Another owner's memory is errs.NotFound,
 // exactly like a missing one.
 func (db *DB) MemoryByID(ctx context.Context, owner int64, id string) (Memory, error) {
-	m, err := scanMemory(db.SQL.QueryRowContext(ctx, `SELECT `+memoryCols+` FROM memories WHERE owner_id = ? AND id = ?`, owner, id))
+	m, err := scanMemory(db.pool.QueryRowContext(ctx, `SELECT `+memoryCols+` FROM memories WHERE owner_id = ? AND id = ?`, owner, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Memory{}, fmt.Errorf("store: memory: %w", errs.E(errs.NotFound, "memory not found"))
 	}
@@ -257,7 +257,7 @@ func (db *DB) MemoriesByIDs(ctx context.Context, owner int64, ids []string) ([]M
 }
 
 func (db *DB) queryMemories(ctx context.Context, q string, args ...any) ([]Memory, error) {
-	rows, err := db.SQL.QueryContext(ctx, q, args...)
+	rows, err := db.pool.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: memories: %w", err)
 	}
@@ -289,7 +289,7 @@ func (db *DB) MarkMemoriesUsed(ctx context.Context, owner int64, ids []string) e
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	_, err := db.SQL.ExecContext(ctx, `UPDATE memories SET last_used_at = ?, use_count = use_count + 1
+	_, err := db.pool.ExecContext(ctx, `UPDATE memories SET last_used_at = ?, use_count = use_count + 1
 		WHERE owner_id = ? AND id IN (`+placeholders(len(ids))+`)`, args...)
 	if err != nil {
 		return fmt.Errorf("store: mark memories used: %w", err)
@@ -301,7 +301,7 @@ func (db *DB) MarkMemoriesUsed(ctx context.Context, owner int64, ids []string) e
 // vector (cascade) and its bit vector (trigger), then checkpoints the WAL so the deleted bytes are
 // in neither file. Another owner's id is errs.NotFound.
 func (db *DB) DeleteMemory(ctx context.Context, owner int64, id string) error {
-	res, err := db.SQL.ExecContext(ctx, `DELETE FROM memories WHERE owner_id = ? AND id = ?`, owner, id)
+	res, err := db.pool.ExecContext(ctx, `DELETE FROM memories WHERE owner_id = ? AND id = ?`, owner, id)
 	if err != nil {
 		return fmt.Errorf("store: delete memory: %w", err)
 	}
@@ -314,7 +314,7 @@ func (db *DB) DeleteMemory(ctx context.Context, owner int64, id string) error {
 // DeleteOwnerMemories removes all of owner's memories (as DeleteMemory) and
 // returns how many there were.
 func (db *DB) DeleteOwnerMemories(ctx context.Context, owner int64) (int, error) {
-	res, err := db.SQL.ExecContext(ctx, `DELETE FROM memories WHERE owner_id = ?`, owner)
+	res, err := db.pool.ExecContext(ctx, `DELETE FROM memories WHERE owner_id = ?`, owner)
 	if err != nil {
 		return 0, fmt.Errorf("store: delete memories: %w", err)
 	}
@@ -325,7 +325,7 @@ func (db *DB) DeleteOwnerMemories(ctx context.Context, owner int64) (int, error)
 // SetMemoryExpiry sets (or with nil clears) when owner's memory id expires.
 // Another owner's id is errs.NotFound.
 func (db *DB) SetMemoryExpiry(ctx context.Context, owner int64, id string, at *time.Time) error {
-	res, err := db.SQL.ExecContext(ctx, `UPDATE memories SET expires_at = ? WHERE owner_id = ? AND id = ?`, nullTime(at), owner, id)
+	res, err := db.pool.ExecContext(ctx, `UPDATE memories SET expires_at = ? WHERE owner_id = ? AND id = ?`, nullTime(at), owner, id)
 	if err != nil {
 		return fmt.Errorf("store: set memory expiry: %w", err)
 	}
@@ -337,7 +337,7 @@ func (db *DB) SetMemoryExpiry(ctx context.Context, owner int64, id string, at *t
 
 // PurgeExpiredMemories removes every memory whose expiry has passed.
 func (db *DB) PurgeExpiredMemories(ctx context.Context) (int, error) {
-	res, err := db.SQL.ExecContext(ctx, `DELETE FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?`, ms(db.now()))
+	res, err := db.pool.ExecContext(ctx, `DELETE FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?`, ms(db.now()))
 	if err != nil {
 		return 0, fmt.Errorf("store: purge memories: %w", err)
 	}
@@ -365,7 +365,7 @@ func (db *DB) LexicalMemoryCandidates(ctx context.Context, owner int64, tags [][
 	now := ms(db.now())
 	var n int
 	var avgLen sql.NullFloat64
-	if err := db.SQL.QueryRowContext(ctx, `SELECT COUNT(*), AVG(term_count) FROM memories WHERE owner_id = ?`, owner).Scan(&n, &avgLen); err != nil {
+	if err := db.pool.QueryRowContext(ctx, `SELECT COUNT(*), AVG(term_count) FROM memories WHERE owner_id = ?`, owner).Scan(&n, &avgLen); err != nil {
 		return nil, fmt.Errorf("store: lexical memories: %w", err)
 	}
 	if n == 0 {
@@ -378,7 +378,7 @@ func (db *DB) LexicalMemoryCandidates(ctx context.Context, owner int64, tags [][
 	}
 	in := placeholders(len(tags))
 	df := map[string]int{}
-	rows, err := db.SQL.QueryContext(ctx, `SELECT term, COUNT(*) FROM memory_terms WHERE owner_id = ? AND term IN (`+in+`) GROUP BY term`, args...)
+	rows, err := db.pool.QueryContext(ctx, `SELECT term, COUNT(*) FROM memory_terms WHERE owner_id = ? AND term IN (`+in+`) GROUP BY term`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: lexical memories: %w", err)
 	}
@@ -400,7 +400,7 @@ func (db *DB) LexicalMemoryCandidates(ctx context.Context, owner int64, tags [][
 	}
 
 	args = append(args, now)
-	rows, err = db.SQL.QueryContext(ctx, `SELECT m.id, t.term, t.tf, m.term_count
+	rows, err = db.pool.QueryContext(ctx, `SELECT m.id, t.term, t.tf, m.term_count
 		FROM memory_terms t JOIN memories m ON m.seq = t.memory_seq
 		WHERE t.owner_id = ? AND t.term IN (`+in+`) AND (m.expires_at IS NULL OR m.expires_at > ?)`, args...)
 	if err != nil {
@@ -443,7 +443,7 @@ func (db *DB) LexicalMemoryCandidates(ctx context.Context, owner int64, tags [][
 // bounded by n (it stops counting at n+1).
 func (db *DB) HasMoreMemories(ctx context.Context, owner int64, n int) (bool, error) {
 	var c int
-	err := db.SQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM memories WHERE owner_id = ? LIMIT ?)`, owner, n+1).Scan(&c)
+	err := db.pool.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM memories WHERE owner_id = ? LIMIT ?)`, owner, n+1).Scan(&c)
 	if err != nil {
 		return false, fmt.Errorf("store: count memories: %w", err)
 	}
@@ -485,7 +485,7 @@ func (db *DB) ExactKNNMemoryCandidates(ctx context.Context, owner int64, query [
 // rescore ranks the (id, float16 vector) rows of q by cosine distance to query
 // and keeps the k nearest.
 func (db *DB) rescore(ctx context.Context, query []float32, k int, q string, args ...any) ([]MemoryHit, error) {
-	rows, err := db.SQL.QueryContext(ctx, q, args...)
+	rows, err := db.pool.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: knn memories: %w", err)
 	}

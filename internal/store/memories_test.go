@@ -50,7 +50,7 @@ func insertMem(t *testing.T, db *store.DB, owner int64, id string, ix store.Memo
 func countRows(t *testing.T, db *store.DB, q string, args ...any) int {
 	t.Helper()
 	var n int
-	mustNil(t, db.SQL.QueryRow(q, args...).Scan(&n))
+	mustNil(t, db.SQLForTest().QueryRow(q, args...).Scan(&n))
 	return n
 }
 
@@ -154,7 +154,7 @@ func TestMemoriesGoWithTheirUser(t *testing.T) {
 		ix, _ := testIndex(r, "w")
 		insertMem(t, db, ann.ID, fmt.Sprint("m", i), ix)
 	}
-	_, err := db.SQL.Exec(`DELETE FROM users WHERE id = ?`, ann.ID)
+	_, err := db.SQLForTest().Exec(`DELETE FROM users WHERE id = ?`, ann.ID)
 	mustNil(t, err)
 	for _, q := range []string{`SELECT COUNT(*) FROM memories`, `SELECT COUNT(*) FROM memory_terms`,
 		`SELECT COUNT(*) FROM memory_vectors`, `SELECT COUNT(*) FROM memory_embeddings`} {

@@ -5,6 +5,7 @@ package storetest
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -66,4 +67,11 @@ func Strings(tb testing.TB, db *store.DB, query string, args ...any) []string {
 		tb.Fatalf("storetest: query %q: %v", query, err)
 	}
 	return out
+}
+
+// Pool is db's connection pool itself, for a test that reads rows of several
+// columns (blobs included) that the helpers above do not cover.
+func Pool(tb testing.TB, db *store.DB) *sql.DB {
+	tb.Helper()
+	return testpool.Of(db)
 }
