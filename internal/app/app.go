@@ -22,6 +22,7 @@ import (
 	"atrium/internal/crypto"
 	"atrium/internal/errs"
 	"atrium/internal/mcp"
+	"atrium/internal/memory"
 	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/tools"
@@ -38,6 +39,7 @@ type App struct {
 	Recorder  *trace.Recorder
 	Providers *providers.Catalog
 	Tools     *tools.Registry
+	Memory    *memory.Service
 	MCP       *mcp.Supervisor
 	Agent     *agent.Agent
 	Hub       *web.Hub
@@ -118,6 +120,8 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	}
 	a.Providers = &providers.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout,
 		IdleTimeout: cfg.ModelIdleTimeout, Redactor: a.Recorder.Redactor()}
+	// Long-term memory embeds offline; an embeddings endpoint comes with its settings.
+	a.Memory = memory.NewService(db, keys, memory.HashEmbedder{})
 	a.Tools = tools.NewRegistry(db, tools.HashEmbedder{})
 	if err := tools.RegisterBuiltins(a.Tools, time.Now, db); err != nil {
 		return err
