@@ -15,6 +15,7 @@ import (
 	"atrium/internal/errs"
 	"atrium/internal/llm"
 	"atrium/internal/llm/llmtest"
+	"atrium/internal/memory"
 	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/tools"
@@ -104,6 +105,7 @@ type harness struct {
 	session store.Session
 	tools   *tools.Registry
 	trace   *trace.Recorder
+	memory  *memory.Service
 	cfg     config.Config // what the app was built with, for a second "process" on the same data
 	opts    app.Options
 }
@@ -155,7 +157,7 @@ func newHarness(t *testing.T, o options) *harness {
 	if err := db.CreateSession(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	return &harness{db: db, llm: fake, sink: sink, agent: a.Agent, session: *s, tools: a.Tools, trace: a.Recorder,
+	return &harness{db: db, llm: fake, sink: sink, agent: a.Agent, session: *s, tools: a.Tools, trace: a.Recorder, memory: a.Memory,
 		cfg: cfg, opts: opts}
 }
 
@@ -229,7 +231,7 @@ func TestReplyIsStreamedAndCommitted(t *testing.T) {
 			streamed.WriteString(ev.Text)
 		}
 	}
-	want := []agent.EventKind{agent.EventUserMessage, agent.EventRunStarted, agent.EventContext, agent.EventToolsSelected,
+	want := []agent.EventKind{agent.EventUserMessage, agent.EventRunStarted, agent.EventMemory, agent.EventContext, agent.EventToolsSelected,
 		agent.EventModelRequest, agent.EventText, agent.EventModelResponse, agent.EventFinal, agent.EventRunEnded}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("event kinds (runs collapsed) = %v, want %v", kinds, want)
@@ -335,7 +337,7 @@ func TestSendRightAfterFinal(t *testing.T) {
 		}
 	}
 	// The next turn's events come after the previous final, never interleaved.
-	turn := []agent.EventKind{agent.EventUserMessage, agent.EventRunStarted, agent.EventContext, agent.EventToolsSelected,
+	turn := []agent.EventKind{agent.EventUserMessage, agent.EventRunStarted, agent.EventMemory, agent.EventContext, agent.EventToolsSelected,
 		agent.EventModelRequest, agent.EventModelResponse, agent.EventFinal, agent.EventRunEnded}
 	want := append(slices.Clone(turn), turn...)
 	if !slices.Equal(kinds, want) {

@@ -37,7 +37,7 @@ const (
 	EventToolStarted                          // ToolCall: a tool is running
 	EventToolResult                           // ToolCall, Result, Message (the committed tool message)
 	EventSummary                              // Summary: a rolling-summary update (after EventFinal)
-	EventMemory                               // reserved: memory lookups and writes
+	EventMemory                               // Memory: the long-term memory lookup for the user message
 	EventError                                // Err: what failed; Text: what the user is told
 	EventFinal                                // Message: the committed final assistant message (complete, stopped or error)
 	EventRunEnded                             // Totals: the run is over; nothing more follows
@@ -84,6 +84,7 @@ type Event struct {
 	Report    *contextwin.Report
 	Selection *tools.Selection
 	Summary   *SummaryUpdate
+	Memory    *MemoryRecall
 	Totals    *RunTotals
 	State     []byte
 	Err       error
@@ -96,6 +97,21 @@ type SummaryUpdate struct {
 	PreviousWatermark int64
 	Summary           string // the new summary ("" when the fold failed)
 	Tokens            int
+}
+
+// MemoryRecall is the long-term memory lookup for a run's user message: what was
+// found and put into the pinned zone (ids and scores, never the texts).
+type MemoryRecall struct {
+	Hits        []MemoryHit // best first
+	LexicalOnly bool        // the vector search failed (VectorErr) and only the lexical index answered
+	VectorErr   error
+	Err         error // the lookup failed altogether; the run went on without memories
+}
+
+// MemoryHit is one recalled memory and why it ranked where it did.
+type MemoryHit struct {
+	ID, Kind                   string
+	Score, Similarity, Lexical float64
 }
 
 // RunTotals close a run.

@@ -221,7 +221,7 @@ func TestUnknownToolResultGoesBackToModel(t *testing.T) {
 	for _, tool := range reqs[0].Chat.Tools {
 		offered = append(offered, tool.Name)
 	}
-	if want := []string{"calculator", "datetime", "task_get", "task_update"}; !slices.Equal(offered, want) {
+	if want := []string{"calculator", "datetime", "memory_forget", "memory_save", "memory_search", "task_get", "task_update"}; !slices.Equal(offered, want) {
 		t.Errorf("offered tools %v, want %v", offered, want)
 	}
 	wire := wireMessages(t, reqs[1].Body)

@@ -84,7 +84,7 @@ func TestTurnIsRecorded(t *testing.T) {
 		t.Errorf("run tokens in %d out %d, want 270 and 13", ri.InputTokens, ri.OutputTokens)
 	}
 	step := []string{trace.KindContext, trace.KindToolSelection, trace.KindModelRequest, trace.KindModelResponse}
-	want := slices.Concat(step, []string{trace.KindToolCall}, step, []string{trace.KindFinal})
+	want := slices.Concat([]string{trace.KindMemory}, step, []string{trace.KindToolCall}, step, []string{trace.KindFinal})
 	if got := spanKinds(spans); !slices.Equal(got, want) {
 		t.Fatalf("span kinds %v\nwant %v", got, want)
 	}
@@ -96,7 +96,7 @@ func TestTurnIsRecorded(t *testing.T) {
 			t.Errorf("span %d (%s) ended before span %d (%s)", i, s.Kind, i-1, spans[i-1].Kind)
 		}
 	}
-	toolSpan := spans[4]
+	toolSpan := spans[slices.IndexFunc(spans, func(s trace.SpanInfo) bool { return s.Kind == trace.KindToolCall })]
 	var data struct {
 		ID        string
 		Arguments json.RawMessage

@@ -12,6 +12,7 @@ import (
 	"atrium/internal/contextwin"
 	"atrium/internal/errs"
 	"atrium/internal/llm"
+	"atrium/internal/memory"
 	"atrium/internal/store"
 	"atrium/internal/tools"
 )
@@ -25,7 +26,11 @@ type turn struct {
 	started  time.Time
 	provider llm.Provider
 	model    string
-	query    string // the user message the turn answers (for tool selection)
+	query    string // the user message the turn answers (for tool selection and memory)
+
+	// recalled long-term memories for the pinned zone, one line each with its date
+	preferences, memories []string
+	recalled              []string // their ids, marked used when the run ends
 
 	steps         int
 	inTok, outTok int
@@ -58,8 +63,16 @@ func (t *turn) emit(ev Event) {
 	t.a.publish(ev)
 }
 
-// end closes the run with its outcome: the last event of the run.
+// end closes the run with its outcome: the last event of the run. The memories it
+// used are counted as used now, so that the write is never on the way to the reply.
 func (t *turn) end() {
+	if len(t.recalled) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), recallTimeout)
+		if err := t.a.Memory.MarkUsed(ctx, t.s.OwnerID, t.recalled); err != nil {
+			t.a.Log.Warn("agent: mark memories used", "session", t.s.ID, "err", err)
+		}
+		cancel()
+	}
 	t.emit(Event{Kind: EventRunEnded, Totals: &RunTotals{Status: t.final.Status, Error: t.final.Error,
 		InputTokens: t.inTok, OutputTokens: t.outTok, Steps: t.steps, StartedAt: t.started}})
 }
@@ -99,6 +112,7 @@ func (t *turn) loop(ctx context.Context) {
 	}
 	t.provider, t.model, t.final.Model = provider, model, model
 	t.emit(Event{Kind: EventRunStarted, Model: model})
+	t.recall(ctx)
 
 	for t.steps < a.cfg.MaxSteps {
 		t.steps++
@@ -166,6 +180,7 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 	specs := a.Tools.Specs(offered)
 	task, _ := tools.ParseTaskState(sess.State)
 	in := contextwin.Input{System: a.cfg.SystemPrompt, Goal: task.Goal, Stage: task.Stage,
+		Preferences: t.preferences, Memories: t.memories,
 		Summary: sess.Summary, SummarySeq: sess.SummarySeq, Messages: msgs, Tools: specs}
 	llmMsgs, report := contextwin.Assemble(in, a.cfg.Budgets, a.Tokens)
 	t.unsummarised, t.summary, t.summarySeq = report.Unsummarised, sess.Summary, sess.SummarySeq
@@ -289,4 +304,41 @@ func (a *Agent) countTokens(m *store.Message) int {
 		n += a.Tokens.Count(string(m.ToolCalls))
 	}
 	return n
+}
+
+// Memory lookup bounds: at most maxRecalled memories go into the pinned zone, and a
+// lookup that takes longer than recallTimeout is given up (the reply goes on).
+const (
+	maxRecalled   = 5
+	recallTimeout = 2 * time.Second
+)
+
+// recall looks up the user's long-term memories for the message, once per run, and
+// keeps the best for every step's pinned zone: preferences as preferences, the rest as
+// memories, each with the date it was last updated. A failed lookup never fails the
+// run; it is in the EventMemory.
+func (t *turn) recall(ctx context.Context) {
+	a := t.a
+	if a.Memory == nil {
+		return
+	}
+	started := a.Now()
+	rctx, cancel := context.WithTimeout(ctx, recallTimeout)
+	res, err := a.Memory.Search(rctx, t.s.OwnerID, t.query, maxRecalled)
+	cancel()
+	rec := &MemoryRecall{LexicalOnly: res.LexicalOnly, VectorErr: res.VectorErr, Err: err}
+	for _, h := range res.Hits {
+		line := fmt.Sprintf("%s (%s)", h.Text, h.UpdatedAt.Format(time.DateOnly))
+		if h.Kind == memory.KindPreference {
+			t.preferences = append(t.preferences, line)
+		} else {
+			t.memories = append(t.memories, line)
+		}
+		t.recalled = append(t.recalled, h.ID)
+		rec.Hits = append(rec.Hits, MemoryHit{ID: h.ID, Kind: h.Kind, Score: h.Score, Similarity: h.Similarity, Lexical: h.Lexical})
+	}
+	if err != nil {
+		a.Log.Warn("agent: memory lookup failed; answering without memories", "session", t.s.ID, "err", err)
+	}
+	t.emit(Event{Kind: EventMemory, Memory: rec, Duration: a.Now().Sub(started)})
 }

@@ -132,7 +132,10 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 		}
 	}
 
-	a.Agent = agent.New(agent.Deps{Store: db, Resolve: a.Providers.Resolve, Tools: a.Tools,
+	if err := memory.RegisterTools(a.Tools, a.Memory); err != nil {
+		return err
+	}
+	a.Agent = agent.New(agent.Deps{Store: db, Resolve: a.Providers.Resolve, Tools: a.Tools, Memory: a.Memory,
 		Config: agentConfig(cfg, o.Agent), Log: log})
 	grace := o.UnwatchedGrace
 	if grace <= 0 {

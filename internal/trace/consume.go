@@ -134,6 +134,18 @@ func (c *Consumer) record(lr *liveRun, ev agent.Event) error {
 		u := ev.Summary
 		return write(span{kind: KindSummary, name: "fold", err: ev.Err, tokOut: u.Tokens, data: map[string]any{
 			"from_seq": u.FromSeq, "to_seq": u.ToSeq, "previous_watermark": u.PreviousWatermark, "summary": u.Summary}})
+	case agent.EventMemory:
+		m := ev.Memory
+		hits := make([]map[string]any, len(m.Hits))
+		for i, h := range m.Hits {
+			hits[i] = map[string]any{"id": h.ID, "kind": h.Kind, "score": h.Score, "similarity": h.Similarity, "lexical": h.Lexical}
+		}
+		data := map[string]any{"hits": hits, "lexical_only": m.LexicalOnly}
+		if m.VectorErr != nil {
+			data["vector_error"] = m.VectorErr.Error()
+		}
+		// Ids and scores only: the memories' texts are sealed in the memories table.
+		return write(span{kind: KindMemory, name: "recall", err: m.Err, data: data})
 	case agent.EventError:
 		return write(span{kind: KindError, name: ev.Text, err: ev.Err})
 	case agent.EventFinal:
