@@ -1,7 +1,10 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -36,7 +39,7 @@ func TestMemoriesReachThePinnedZone(t *testing.T) {
 	if _, err := h.memory.Save(ctx, bob.ID, memory.KindFact, "My cat is called Tiger", memory.Source{Kind: memory.SourceManual}, 0.9); err != nil {
 		t.Fatal(err)
 	}
-	h.llm.Enqueue(llmtest.Reply{Text: []string{"Pixel."}})
+	h.llm.Enqueue(llmtest.Reply{Text: []string{"I know its name."}})
 
 	h.send(t, "what is my cat called?")
 	h.sink.waitFinal(t, 1)
@@ -65,6 +68,17 @@ func TestMemoriesReachThePinnedZone(t *testing.T) {
 	i := slices.IndexFunc(spans, func(s trace.SpanInfo) bool { return s.Kind == trace.KindMemory })
 	if i < 0 || !strings.Contains(string(spans[i].Data), fact.ID) || strings.Contains(string(spans[i].Data), "Pixel") {
 		t.Fatalf("memory span %+v", spans)
+	}
+	// Used, the memory is still nowhere in the database files in the clear: the
+	// recorded model request that carried it is sealed.
+	for _, f := range []string{"atrium.db", "atrium.db-wal", "atrium.db-shm"} {
+		b, err := os.ReadFile(filepath.Join(h.cfg.DataDir, f))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("Pixel")) {
+			t.Errorf("%s holds the memory's text in the clear", f)
+		}
 	}
 	got, err := h.memory.Get(ctx, h.session.OwnerID, fact.ID)
 	if err != nil || got.UseCount != 1 || got.LastUsedAt == nil {

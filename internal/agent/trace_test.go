@@ -131,8 +131,15 @@ func TestTurnIsRecorded(t *testing.T) {
 	if hits := columnsContaining(t, h.db, "supersecret", "runs", "spans"); len(hits) > 0 {
 		t.Errorf("the API key is stored in %v", hits)
 	}
-	if hits := columnsContaining(t, h.db, trace.Redacted, "spans"); !slices.Contains(hits, "spans.data") {
+	if !slices.ContainsFunc(spans, func(s trace.SpanInfo) bool {
+		return s.Kind == trace.KindModelRequest && bytes.Contains(s.Data, []byte(trace.Redacted))
+	}) {
 		t.Errorf("no redacted header in the recorded requests")
+	}
+	// Model requests carry the whole context (recalled memories too): they are sealed
+	// with the owner's key in the file, and opened only by Run.
+	if hits := columnsContaining(t, h.db, "You are Atrium, a helpful assistant", "spans"); len(hits) > 0 {
+		t.Errorf("a model request is stored in the clear in %v", hits)
 	}
 
 	// Another user cannot read the run.

@@ -114,7 +114,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	}
 	a.Keys = keys
 
-	a.Recorder = trace.NewRecorder(db, trace.NewRedactor())
+	a.Recorder = trace.NewRecorder(db, trace.NewRedactor(), keys)
 	if _, err := a.Recorder.StopUnfinished(ctx); err != nil {
 		return err
 	}

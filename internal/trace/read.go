@@ -47,6 +47,11 @@ func (r *Recorder) Run(ctx context.Context, ownerID int64, runID string) (RunInf
 	if err != nil {
 		return RunInfo{}, nil, fmt.Errorf("trace: run spans: %w", err)
 	}
+	for i := range spans {
+		if spans[i].Data, err = r.opened(ctx, ownerID, runID, spans[i]); err != nil {
+			return RunInfo{}, nil, fmt.Errorf("trace: open span %d: %w", spans[i].Seq, err)
+		}
+	}
 	return ri, spans, nil
 }
 

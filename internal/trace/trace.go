@@ -21,9 +21,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
+	"atrium/internal/crypto"
 	"atrium/internal/errs"
 	"atrium/internal/store"
 )
@@ -93,20 +95,30 @@ type RunStore interface {
 
 var _ RunStore = (*store.DB)(nil)
 
+// Sealer seals and opens data for an owner (*crypto.Keyring is one).
+type Sealer interface {
+	Seal(ctx context.Context, owner int64, plaintext, ad []byte) ([]byte, error)
+	Open(ctx context.Context, owner int64, sealed, ad []byte) ([]byte, error)
+}
+
 // Recorder writes and reads runs and spans. It is safe for concurrent use.
 type Recorder struct {
-	db  RunStore
-	red *Redactor
+	db   RunStore
+	red  *Redactor
+	keys Sealer // nil: model requests are stored in the clear
 }
 
 // NewRecorder returns a recorder on db (a *store.DB) that redacts with red (nil:
 // a Redactor with no configured secrets, which still masks bearer tokens and
-// keys). Timestamps come from db.CurrentTime, i.e. a store.DB's Now.
-func NewRecorder(db RunStore, red *Redactor) *Recorder {
+// keys) and, when keys is set, seals the data of model_request spans with the run
+// owner's data key: a request carries the whole context, recalled memories included,
+// which must not sit in the database file in plaintext. Run opens them again.
+// Timestamps come from db.CurrentTime, i.e. a store.DB's Now.
+func NewRecorder(db RunStore, red *Redactor, keys Sealer) *Recorder {
 	if red == nil {
 		red = NewRedactor()
 	}
-	return &Recorder{db: db, red: red}
+	return &Recorder{db: db, red: red, keys: keys}
 }
 
 // Redactor returns the recorder's redactor, e.g. to add secrets later.
@@ -274,9 +286,46 @@ func (run *Run) start(ctx context.Context, parent int64, kind, name string, data
 // insert writes the whole span row and returns its id. A zero ended leaves the
 // span open.
 func (s *Span) insert(ctx context.Context, create *store.RunStart, status, errText string, ended time.Time, tokIn, tokOut int) (int64, error) {
+	data, err := s.stored(ctx, s.data)
+	if err != nil {
+		return 0, err
+	}
 	return s.run.rec.db.InsertSpan(ctx, create, store.SpanRow{RunID: s.run.id, ParentID: s.parent, Seq: s.seq,
 		Kind: s.kind, Name: s.name, Status: status, Error: errText, StartedAt: s.started, EndedAt: ended,
-		TokensIn: tokIn, TokensOut: tokOut, Data: s.data})
+		TokensIn: tokIn, TokensOut: tokOut, Data: data})
+}
+
+// sealedData is how a sealed span's data is stored.
+type sealedData struct {
+	Sealed []byte `json:"sealed"`
+}
+
+func spanAD(runID string, seq int) []byte { return crypto.AD("span", runID, strconv.Itoa(seq)) }
+
+// stored is data as it goes into the database: sealed for a model request when the
+// recorder has keys, as is otherwise.
+func (s *Span) stored(ctx context.Context, data json.RawMessage) (json.RawMessage, error) {
+	keys := s.run.rec.keys
+	if keys == nil || s.kind != KindModelRequest || len(data) == 0 {
+		return data, nil
+	}
+	sealed, err := keys.Seal(ctx, s.run.ownerID, data, spanAD(s.run.id, s.seq))
+	if err != nil {
+		return nil, fmt.Errorf("seal span data: %w", err)
+	}
+	return json.Marshal(sealedData{Sealed: sealed})
+}
+
+// opened returns a stored span's data in the clear.
+func (r *Recorder) opened(ctx context.Context, owner int64, runID string, sp SpanInfo) (json.RawMessage, error) {
+	if sp.Kind != KindModelRequest || r.keys == nil || !bytes.HasPrefix(sp.Data, []byte(`{"sealed":`)) {
+		return sp.Data, nil
+	}
+	var sd sealedData
+	if err := json.Unmarshal(sp.Data, &sd); err != nil {
+		return nil, err
+	}
+	return r.keys.Open(ctx, owner, sd.Sealed, spanAD(runID, sp.Seq))
 }
 
 // End finishes the span. An empty status becomes "ok", or "error" when err is
@@ -317,8 +366,12 @@ func (s *Span) End(ctx context.Context, status string, err error, tokensIn, toke
 			}
 			return err
 		}
+		data, err := s.stored(ctx, newData)
+		if err != nil {
+			return err
+		}
 		return s.run.rec.db.EndSpan(ctx, create, store.SpanEnd{ID: s.id, Status: status, Error: errText, EndedAt: ended,
-			TokensIn: tokensIn, TokensOut: tokensOut, Data: newData})
+			TokensIn: tokensIn, TokensOut: tokensOut, Data: data})
 	})
 	if werr == nil {
 		s.data, s.ended = newData, true

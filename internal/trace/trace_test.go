@@ -49,7 +49,7 @@ func newFixture(t testing.TB) *fixture {
 	c := &clock{t: t0, step: 10 * time.Millisecond}
 	db.Now = c.Now
 	f := &fixture{db: db, clock: c, red: trace.NewRedactor()}
-	f.rec = trace.NewRecorder(db, f.red)
+	f.rec = trace.NewRecorder(db, f.red, nil)
 	f.ann = store.User{Username: "ann", PasswordHash: "h", Role: store.RoleUser}
 	f.bob = store.User{Username: "bob", PasswordHash: "h", Role: store.RoleUser}
 	mustNil(t, db.CreateUser(ctx, &f.ann))
