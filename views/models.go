@@ -266,6 +266,7 @@ type Memories struct {
 	Edit        MemoryForm // a failed edit, shown open on its memory
 	ForgetError string     // a forget-all without the typed confirmation
 	Notice      string
+	Error       string // a failed action on the list, e.g. forget-selected with nothing selected
 }
 
 // ForgetAllWord is what the user types to confirm forgetting every memory: a

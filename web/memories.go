@@ -156,7 +156,7 @@ func (s *Server) deleteMemories(c echo.Context) error {
 	ids := form["id"]
 	if len(ids) == 0 {
 		return s.memoryFormError(c, errs.E(errs.Invalid, "Select the memories to forget first."), func(v *views.Memories, msg string) {
-			v.Notice = msg
+			v.Error = msg
 		})
 	}
 	var owned []memory.Memory

@@ -150,7 +150,11 @@ func TestMemoriesPage(t *testing.T) {
 		if got := memoryIDs(ann.get("/memories").body); len(got) != 1 || got[0] != units {
 			t.Errorf("left %v, want [%s]", got, units)
 		}
-		wantStatus(t, ann.post("/memories/delete", nil), http.StatusBadRequest)
+		r = ann.post("/memories/delete", nil)
+		wantStatus(t, r, http.StatusBadRequest)
+		if !strings.Contains(r.body, "Select the memories to forget first.") {
+			t.Error("forget-selected with nothing selected says nothing")
+		}
 	})
 
 	t.Run("forget all", func(t *testing.T) {
