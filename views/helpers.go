@@ -239,3 +239,34 @@ func meterUsage(tokens, bound int) string {
 	}
 	return num(tokens) + " / " + num(bound)
 }
+
+func memoryPath(id, rest string) string { return "/memories/" + url.PathEscape(id) + rest }
+
+// memoryEditForm is the edit form of m: the failed submit if it was for m, else m's text.
+func memoryEditForm(m MemoryItem, failed MemoryForm) MemoryForm {
+	if failed.ID == m.ID {
+		return failed
+	}
+	return MemoryForm{ID: m.ID, Kind: m.Kind, Text: m.Text}
+}
+
+func memorySourceLabel(source string) string {
+	switch source {
+	case "chat":
+		return "from a chat"
+	case "tool":
+		return "saved by the assistant"
+	case "manual":
+		return "added by you"
+	case "import":
+		return "imported"
+	}
+	return source
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

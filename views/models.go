@@ -237,3 +237,38 @@ type MCPPromptArg struct {
 	Name, Description string
 	Required          bool
 }
+
+// MemoryItem is one long-term memory on the Memories page.
+type MemoryItem struct {
+	ID, Kind, Text       string
+	Source               string // chat|tool|manual|import
+	ChatURL              string // the chat (and message) it was said in, when Source is chat; else ""
+	CreatedAt, UpdatedAt time.Time
+	LastUsedAt           *time.Time
+	UseCount             int
+}
+
+// MemoryForm refills the add form (ID "") or the edit form of memory ID after a
+// failed submit, with the user's typed text.
+type MemoryForm struct {
+	ID, Kind, Text string
+	Error          string
+}
+
+// Memories is the user's Memories page: every memory, or the hits of a search.
+type Memories struct {
+	Items       []MemoryItem
+	Total       int    // all of the user's memories, whatever the search shows
+	Query       string // "" = no search: Items is the whole list
+	LexicalOnly bool   // the search ran without vectors (the embedder failed)
+	Kinds       []string
+	Add         MemoryForm
+	Edit        MemoryForm // a failed edit, shown open on its memory
+	ForgetError string     // a forget-all without the typed confirmation
+	Notice      string
+	Error       string // a failed action on the list, e.g. forget-selected with nothing selected
+}
+
+// ForgetAllWord is what the user types to confirm forgetting every memory: a
+// deliberate step, since it cannot be undone.
+const ForgetAllWord = "forget everything"

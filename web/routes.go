@@ -42,6 +42,12 @@ func (s *Server) routes() *echo.Echo {
 	u.GET("/s/:id/resources", s.resourcePanel)
 	u.GET("/s/:id/prompts", s.promptMenu)
 	u.POST("/s/:id/prompt", s.usePrompt)
+	u.GET("/memories", s.showMemories)
+	u.POST("/memories", s.createMemory)
+	u.POST("/memories/delete", s.deleteMemories)
+	u.POST("/memories/forget-all", s.forgetAllMemories)
+	u.POST("/memories/:id", s.updateMemory)
+	u.POST("/memories/:id/delete", s.deleteMemory)
 
 	a := u.Group("", s.requireAdmin)
 	a.GET("/settings/providers", s.showProviders)

@@ -19,6 +19,7 @@ import (
 	"atrium/internal/config"
 	"atrium/internal/crypto"
 	"atrium/internal/mcp"
+	"atrium/internal/memory"
 	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/trace"
@@ -35,6 +36,7 @@ type Deps struct {
 	Providers *providers.Catalog
 	Recorder  *trace.Recorder // nil: no context meter from past runs
 	MCP       *mcp.Supervisor // nil: no MCP (no settings effect, indicator, resources or prompts)
+	Memory    *memory.Service // long-term memory: the Memories page
 	CSRFKey   []byte          // 32 random bytes, stable across restarts so open forms keep working
 	Log       *slog.Logger
 	Now       func() time.Time

@@ -155,7 +155,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 
 	a.MCP = mcp.NewSupervisor(a.Tools, log, nil)
 	a.Web = web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: a.Agent, Hub: a.Hub, Providers: a.Providers,
-		Recorder: a.Recorder, MCP: a.MCP, CSRFKey: csrfKey, Log: log, Now: o.Now, NewID: uuid.NewString})
+		Recorder: a.Recorder, MCP: a.MCP, Memory: a.Memory, CSRFKey: csrfKey, Log: log, Now: o.Now, NewID: uuid.NewString})
 	a.MCP.Subscribe(a.Web.MCPChanged)
 	// MCP servers connect in the background: readiness never waits for them.
 	if err := a.Web.ApplyMCP(ctx); err != nil {
