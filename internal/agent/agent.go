@@ -20,7 +20,6 @@ import (
 	"atrium/internal/contextwin"
 	"atrium/internal/errs"
 	"atrium/internal/llm"
-	"atrium/internal/memory"
 	"atrium/internal/store"
 	"atrium/internal/tools"
 )
@@ -37,12 +36,6 @@ type Resolver func(ctx context.Context, model string) (llm.Provider, string, err
 // delivered.
 type Sink interface {
 	Publish(Event)
-}
-
-// Memory is what the agent needs of long-term memory (memory.Service has it).
-type Memory interface {
-	Search(ctx context.Context, owner int64, query string, k int) (memory.Result, error)
-	MarkUsed(ctx context.Context, owner int64, ids []string) error
 }
 
 // Config bounds a turn. Zero values mean the defaults.

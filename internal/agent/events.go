@@ -37,7 +37,7 @@ const (
 	EventToolStarted                          // ToolCall: a tool is running
 	EventToolResult                           // ToolCall, Result, Message (the committed tool message)
 	EventSummary                              // Summary: a rolling-summary update (after EventFinal)
-	EventMemory                               // Memory: the long-term memory lookup for the user message
+	EventMemory                               // Memory: the long-term memory lookup for the user message; or MemoryWrite: memories saved or forgotten
 	EventError                                // Err: what failed; Text: what the user is told
 	EventFinal                                // Message: the committed final assistant message (complete, stopped or error)
 	EventRunEnded                             // Totals: the run is over; nothing more follows
@@ -73,22 +73,23 @@ type Event struct {
 	At        time.Time
 	Step      int // the model step (1…MaxSteps) for per-step events
 
-	Message   *store.Message
-	Text      string
-	Model     string
-	Request   *llm.Request
-	Response  *llm.Response
-	Wire      *llm.HTTPRequest // the model request as it went on the wire, when captured
-	ToolCall  *llm.ToolCall
-	Result    *tools.Result
-	Report    *contextwin.Report
-	Selection *tools.Selection
-	Summary   *SummaryUpdate
-	Memory    *MemoryRecall
-	Totals    *RunTotals
-	State     []byte
-	Err       error
-	Duration  time.Duration // model call or summary duration
+	Message     *store.Message
+	Text        string
+	Model       string
+	Request     *llm.Request
+	Response    *llm.Response
+	Wire        *llm.HTTPRequest // the model request as it went on the wire, when captured
+	ToolCall    *llm.ToolCall
+	Result      *tools.Result
+	Report      *contextwin.Report
+	Selection   *tools.Selection
+	Summary     *SummaryUpdate
+	Memory      *MemoryRecall
+	MemoryWrite *MemoryWrite
+	Totals      *RunTotals
+	State       []byte
+	Err         error
+	Duration    time.Duration // model call or summary duration
 }
 
 // SummaryUpdate is one fold of older turns into the rolling summary.
@@ -106,6 +107,14 @@ type MemoryRecall struct {
 	LexicalOnly bool        // the vector search failed (VectorErr) and only the lexical index answered
 	VectorErr   error
 	Err         error // the lookup failed altogether; the run went on without memories
+}
+
+// MemoryWrite is a change to the user's memories made by a run: saved (one id) or
+// forgotten (the ids removed). Err is set when it failed or was refused.
+type MemoryWrite struct {
+	Op  string // "save" or "forget"
+	IDs []string
+	Err error
 }
 
 // MemoryHit is one recalled memory and why it ranked where it did.

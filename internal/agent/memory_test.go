@@ -93,3 +93,75 @@ func TestMemoriesReachThePinnedZone(t *testing.T) {
 		t.Errorf("system message does not carry the preference:\n%s", sys)
 	}
 }
+
+// TestExplicitMemoryRequests: "remember …" and "记住…" save without a model call and
+// say so; a secret is refused with a notice; "forget …" removes the memories that
+// share its words, and nothing else; the model still answers every message.
+func TestExplicitMemoryRequests(t *testing.T) {
+	h := newHarness(t, options{})
+	ctx := context.Background()
+	owner := h.session.OwnerID
+	for i := 0; i < 5; i++ {
+		h.llm.Enqueue(llmtest.Reply{Text: []string{"OK."}})
+	}
+	finals, notices := 0, 0
+	say := func(text, wantNotice string) {
+		t.Helper()
+		h.send(t, text)
+		finals++
+		h.sink.waitFinal(t, finals)
+		notices++
+		ev := h.sink.waitFor(t, agent.EventNotice, notices)
+		if !strings.Contains(ev.Text, wantNotice) {
+			t.Errorf("%q: notice %q, want %q", text, ev.Text, wantNotice)
+		}
+	}
+	texts := func() []string {
+		list, err := h.memory.List(ctx, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range list {
+			out = append(out, m.Kind+": "+m.Text)
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	say("Please remember that I prefer metric units", "Saved to memory")
+	say("记住：我的猫叫小白", "Saved to memory")
+	say("remember my password is hunter2hunter2", "Not saved to memory")
+	if got, want := texts(), []string{"fact: 我的猫叫小白", "preference: I prefer metric units"}; !slices.Equal(got, want) {
+		t.Fatalf("memories %q, want %q", got, want)
+	}
+	list, _ := h.memory.List(ctx, owner)
+	for _, m := range list {
+		if m.Source.Kind != memory.SourceChat || m.Source.SessionID != h.session.ID || m.Source.MessageSeq == nil {
+			t.Errorf("source of %q: %+v", m.Text, m.Source)
+		}
+	}
+
+	say("forget that I prefer metric units", "Forgot 1 memory")
+	say("forget about my favourite colour", "nothing was forgotten")
+	if got, want := texts(), []string{"fact: 我的猫叫小白"}; !slices.Equal(got, want) {
+		t.Fatalf("after forgetting: %q, want %q", got, want)
+	}
+	if n := len(h.llm.Requests()); n != 5 {
+		t.Errorf("the model was called %d times for 5 messages", n)
+	}
+
+	// Questions and pronouns are not requests: nothing is saved or forgotten.
+	for _, text := range []string{"Remember when we talked about Rome?", "forget it", "Forget it."} {
+		h.llm.Enqueue(llmtest.Reply{Text: []string{"OK."}})
+		h.send(t, text)
+		finals++
+		h.sink.waitFinal(t, finals)
+	}
+	if n := h.sink.count(agent.EventNotice); n != notices {
+		t.Errorf("%d notices after questions and pronouns, want still 5", n)
+	}
+	if got, want := texts(), []string{"fact: 我的猫叫小白"}; !slices.Equal(got, want) {
+		t.Errorf("memories after non-requests: %q, want %q", got, want)
+	}
+}

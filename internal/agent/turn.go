@@ -12,7 +12,6 @@ import (
 	"atrium/internal/contextwin"
 	"atrium/internal/errs"
 	"atrium/internal/llm"
-	"atrium/internal/memory"
 	"atrium/internal/store"
 	"atrium/internal/tools"
 )
@@ -26,7 +25,8 @@ type turn struct {
 	started  time.Time
 	provider llm.Provider
 	model    string
-	query    string // the user message the turn answers (for tool selection and memory)
+	user     *store.Message // the user message the turn answers
+	query    string         // its text (for tool selection and memory)
 
 	// recalled long-term memories for the pinned zone, one line each with its date
 	preferences, memories []string
@@ -46,7 +46,7 @@ func (a *Agent) runTurn(ctx context.Context, r *run, s store.Session, user *stor
 	defer a.releaseLease(r, s)
 	defer stopLease()
 
-	t := &turn{a: a, r: r, s: s, query: user.Content, started: a.Now()}
+	t := &turn{a: a, r: r, s: s, user: user, query: user.Content, started: a.Now()}
 	t.final = &store.Message{SessionID: s.ID, Role: store.RoleAssistant, Status: store.StatusComplete}
 	t.loop(ctx)
 	t.commitFinal()
@@ -112,6 +112,7 @@ func (t *turn) loop(ctx context.Context) {
 	}
 	t.provider, t.model, t.final.Model = provider, model, model
 	t.emit(Event{Kind: EventRunStarted, Model: model})
+	t.memoryCommand(ctx)
 	t.recall(ctx)
 
 	for t.steps < a.cfg.MaxSteps {
@@ -304,41 +305,4 @@ func (a *Agent) countTokens(m *store.Message) int {
 		n += a.Tokens.Count(string(m.ToolCalls))
 	}
 	return n
-}
-
-// Memory lookup bounds: at most maxRecalled memories go into the pinned zone, and a
-// lookup that takes longer than recallTimeout is given up (the reply goes on).
-const (
-	maxRecalled   = 5
-	recallTimeout = 2 * time.Second
-)
-
-// recall looks up the user's long-term memories for the message, once per run, and
-// keeps the best for every step's pinned zone: preferences as preferences, the rest as
-// memories, each with the date it was last updated. A failed lookup never fails the
-// run; it is in the EventMemory.
-func (t *turn) recall(ctx context.Context) {
-	a := t.a
-	if a.Memory == nil {
-		return
-	}
-	started := a.Now()
-	rctx, cancel := context.WithTimeout(ctx, recallTimeout)
-	res, err := a.Memory.Search(rctx, t.s.OwnerID, t.query, maxRecalled)
-	cancel()
-	rec := &MemoryRecall{LexicalOnly: res.LexicalOnly, VectorErr: res.VectorErr, Err: err}
-	for _, h := range res.Hits {
-		line := fmt.Sprintf("%s (%s)", h.Text, h.UpdatedAt.Format(time.DateOnly))
-		if h.Kind == memory.KindPreference {
-			t.preferences = append(t.preferences, line)
-		} else {
-			t.memories = append(t.memories, line)
-		}
-		t.recalled = append(t.recalled, h.ID)
-		rec.Hits = append(rec.Hits, MemoryHit{ID: h.ID, Kind: h.Kind, Score: h.Score, Similarity: h.Similarity, Lexical: h.Lexical})
-	}
-	if err != nil {
-		a.Log.Warn("agent: memory lookup failed; answering without memories", "session", t.s.ID, "err", err)
-	}
-	t.emit(Event{Kind: EventMemory, Memory: rec, Duration: a.Now().Sub(started)})
 }

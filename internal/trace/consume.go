@@ -135,6 +135,9 @@ func (c *Consumer) record(lr *liveRun, ev agent.Event) error {
 		return write(span{kind: KindSummary, name: "fold", err: ev.Err, tokOut: u.Tokens, data: map[string]any{
 			"from_seq": u.FromSeq, "to_seq": u.ToSeq, "previous_watermark": u.PreviousWatermark, "summary": u.Summary}})
 	case agent.EventMemory:
+		if w := ev.MemoryWrite; w != nil {
+			return write(span{kind: KindMemory, name: w.Op, err: w.Err, data: map[string]any{"ids": w.IDs}})
+		}
 		m := ev.Memory
 		hits := make([]map[string]any, len(m.Hits))
 		for i, h := range m.Hits {
