@@ -33,6 +33,10 @@ func startApp(t testing.TB, env map[string]string) *runningApp {
 		env["ATRIUM_DATA"] = filepath.Join(dir, "data")
 	}
 	env["ATRIUM_ADDR"] = "127.0.0.1:0"
+	if env["ATRIUM_MEMORY_EXTRACT"] == "" {
+		// The scripted fake model would get one more call after every reply.
+		env["ATRIUM_MEMORY_EXTRACT"] = "false"
+	}
 	if env["ATRIUM_LOG_LEVEL"] == "" {
 		env["ATRIUM_LOG_LEVEL"] = "warn"
 	}

@@ -47,6 +47,9 @@ type Config struct {
 	Budgets         contextwin.Budgets
 	LeaseTTL        time.Duration // 5s; renewed every TTL/3 while the run lives
 	LeaseWait       time.Duration // how long a send waits for another process's lease (TTL + 1s)
+	// ExtractMemories asks the chat's model after each reply what the user's message
+	// holds that is worth remembering (needs Deps.Memory).
+	ExtractMemories bool
 }
 
 // DefaultSystemPrompt is used when Config.SystemPrompt is empty.

@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
 
 	"atrium/internal/errs"
+	"atrium/internal/llm"
 	"atrium/internal/memory"
 )
 
@@ -17,6 +20,7 @@ type Memory interface {
 	MarkUsed(ctx context.Context, owner int64, ids []string) error
 	Save(ctx context.Context, owner int64, kind, text string, source memory.Source, confidence float64) (memory.Memory, error)
 	Forget(ctx context.Context, owner int64, id string) error
+	Update(ctx context.Context, owner int64, id, text string) (memory.Memory, error)
 }
 
 // Memory lookup bounds: at most maxRecalled memories go into the pinned zone, and a
@@ -77,6 +81,7 @@ func (t *turn) memoryCommand(ctx context.Context) {
 	}
 	started := a.Now()
 	if m := rememberRE.FindStringSubmatch(t.query); m != nil && !notRequestRE.MatchString(strings.TrimSpace(m[1]+m[2])) {
+		t.memoryRequest = true
 		text := strings.TrimSpace(m[1] + m[2])
 		kind := memory.KindFact
 		if preferRE.MatchString(text) {
@@ -100,6 +105,7 @@ func (t *turn) memoryCommand(ctx context.Context) {
 	if m == nil || notRequestRE.MatchString(strings.TrimSpace(m[1]+m[2])) {
 		return
 	}
+	t.memoryRequest = true
 	res, err := a.Memory.Search(ctx, t.s.OwnerID, strings.TrimSpace(m[1]+m[2]), maxForgotten)
 	w := &MemoryWrite{Op: "forget", Err: err}
 	for _, h := range res.Hits {
@@ -123,4 +129,149 @@ func (t *turn) memoryCommand(ctx context.Context) {
 		note = fmt.Sprintf("Forgot %d memories.", n)
 	}
 	a.publish(Event{Kind: EventNotice, SessionID: t.s.ID, OwnerID: t.s.OwnerID, Text: note})
+}
+
+// Extraction bounds.
+const (
+	extractTimeout    = 60 * time.Second
+	extractNeighbours = 10   // existing memories the model may update or delete
+	extractMaxInput   = 4000 // bytes of the user's message it sees
+	extractMaxActions = 5
+	duplicateSim      = 0.92 // an added text this close to an existing memory is a duplicate
+)
+
+const extractPrompt = `You maintain one user's long-term memory. Read the USER MESSAGE and decide what in it is worth remembering in future conversations: lasting preferences, facts about the user, standing instructions for the assistant.
+Keep nothing from questions, one-off requests, small talk, hypotheticals or quoted text, and never secrets (passwords, keys, card or account numbers).
+EXISTING MEMORIES are numbered. If the message corrects or changes one, UPDATE it with its full new text. If it says one is no longer true, DELETE it. Never ADD something an existing memory already says.
+Write each memory as one short sentence in the user's language, from the user's point of view ("I prefer …", "My …").
+Answer with JSON only, no prose: {"actions":[{"op":"add","kind":"preference","text":"…"},{"op":"update","n":1,"text":"…"},{"op":"delete","n":2}]}. kind is preference, fact or instruction. When nothing is worth keeping, answer {"actions":[]}.`
+
+// extractable reports whether the reply's user message goes to memory extraction.
+func (t *turn) extractable() bool {
+	return t.a.cfg.ExtractMemories && t.a.Memory != nil && !t.memoryRequest && strings.TrimSpace(t.query) != ""
+}
+
+type extractAction struct {
+	Op   string `json:"op"`
+	Kind string `json:"kind"`
+	N    int    `json:"n"`
+	Text string `json:"text"`
+}
+
+// extract asks the chat's model what the user's message holds that is worth
+// remembering, given the nearest existing memories (numbered, so the model cannot
+// invent ids), and applies its answer: an update replaces the old text in place, a
+// near-duplicate add is dropped. The model sees only the user's own words: never tool
+// results, the system prompt, recalled memories as context, or the assistant's reply.
+func (t *turn) extract(base context.Context) {
+	a := t.a
+	ctx, cancel := context.WithTimeout(base, extractTimeout)
+	defer cancel()
+	started := a.Now()
+	w := &MemoryWrite{Op: "extract"}
+	defer func() {
+		t.emit(Event{Kind: EventMemory, MemoryWrite: w, Duration: a.Now().Sub(started)})
+	}()
+	text := t.query
+	if len(text) > extractMaxInput {
+		text = strings.ToValidUTF8(text[:extractMaxInput], "")
+	}
+	near, err := a.Memory.Search(ctx, t.s.OwnerID, text, extractNeighbours)
+	if err != nil {
+		w.Err = err
+		return
+	}
+	var prompt strings.Builder
+	prompt.WriteString("EXISTING MEMORIES:\n")
+	if len(near.Hits) == 0 {
+		prompt.WriteString("(none)\n")
+	}
+	for i, h := range near.Hits {
+		fmt.Fprintf(&prompt, "%d. [%s] %s\n", i+1, h.Kind, h.Text)
+	}
+	prompt.WriteString("\nUSER MESSAGE:\n")
+	prompt.WriteString(text)
+	resp, err := t.provider.Stream(ctx, llm.Request{Model: t.model, Messages: []llm.Message{
+		{Role: llm.RoleSystem, Content: extractPrompt}, {Role: llm.RoleUser, Content: prompt.String()}}}, func(llm.Event) {})
+	t.inTok += resp.Usage.InputTokens
+	t.outTok += resp.Usage.OutputTokens
+	if err != nil {
+		w.Err = err
+		return
+	}
+	actions, err := parseExtraction(resp.Content, len(near.Hits))
+	if err != nil {
+		w.Err = err
+		a.Log.Warn("agent: memory extraction answer ignored", "session", t.s.ID, "err", err)
+		return
+	}
+	seq := t.user.Seq
+	src := memory.Source{Kind: memory.SourceChat, SessionID: t.s.ID, MessageSeq: &seq}
+	for _, act := range actions {
+		var id string
+		var err error
+		switch act.Op {
+		case "add":
+			if dup, _ := a.Memory.Search(ctx, t.s.OwnerID, act.Text, 1); len(dup.Hits) > 0 && dup.Hits[0].Similarity >= duplicateSim {
+				continue
+			}
+			var m memory.Memory
+			m, err = a.Memory.Save(ctx, t.s.OwnerID, act.Kind, act.Text, src, 0.7)
+			id = m.ID
+		case "update":
+			id = near.Hits[act.N-1].ID
+			_, err = a.Memory.Update(ctx, t.s.OwnerID, id, act.Text)
+		case "delete":
+			id = near.Hits[act.N-1].ID
+			err = a.Memory.Forget(ctx, t.s.OwnerID, id)
+		}
+		if err != nil {
+			// A refused text (a secret the model kept anyway) is dropped, not fatal.
+			w.Err = errors.Join(w.Err, err)
+			continue
+		}
+		w.IDs = append(w.IDs, act.Op+":"+id)
+	}
+}
+
+// parseExtraction reads the model's JSON answer (a ```json fence or prose around it is
+// tolerated) and checks every action against what was offered: known ops and kinds,
+// numbers within the n memories shown, a text for add and update.
+func parseExtraction(content string, n int) ([]extractAction, error) {
+	i, j := strings.Index(content, "{"), strings.LastIndex(content, "}")
+	if i < 0 || j < i {
+		return nil, errors.New("no JSON object in the answer")
+	}
+	var ans struct {
+		Actions []extractAction `json:"actions"`
+	}
+	if err := json.Unmarshal([]byte(content[i:j+1]), &ans); err != nil {
+		return nil, fmt.Errorf("answer is not the expected JSON: %w", err)
+	}
+	if len(ans.Actions) > extractMaxActions {
+		ans.Actions = ans.Actions[:extractMaxActions]
+	}
+	var out []extractAction
+	for _, act := range ans.Actions {
+		act.Op, act.Text = strings.ToLower(strings.TrimSpace(act.Op)), strings.TrimSpace(act.Text)
+		switch act.Op {
+		case "none", "":
+			continue
+		case "add":
+			if act.Kind != memory.KindPreference && act.Kind != memory.KindFact && act.Kind != memory.KindInstruction {
+				return nil, fmt.Errorf("add with unknown kind %q", act.Kind)
+			}
+		case "update", "delete":
+			if act.N < 1 || act.N > n {
+				return nil, fmt.Errorf("%s of memory %d, but %d were shown", act.Op, act.N, n)
+			}
+		default:
+			return nil, fmt.Errorf("unknown op %q", act.Op)
+		}
+		if act.Op != "delete" && act.Text == "" {
+			return nil, fmt.Errorf("%s without a text", act.Op)
+		}
+		out = append(out, act)
+	}
+	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"atrium/internal/agent"
@@ -163,5 +164,99 @@ func TestExplicitMemoryRequests(t *testing.T) {
 	}
 	if got, want := texts(), []string{"fact: 我的猫叫小白"}; !slices.Equal(got, want) {
 		t.Errorf("memories after non-requests: %q, want %q", got, want)
+	}
+}
+
+// TestMemoryExtraction: after a reply, the model is asked (with the user's words and
+// the nearest memories, numbered) what to keep. An update replaces the old fact in
+// place, a duplicate add is dropped, nothing is written for small talk, and an answer
+// that is not the expected JSON or names a memory it was not shown writes nothing.
+func TestMemoryExtraction(t *testing.T) {
+	h := newHarness(t, options{cfg: agent.Config{ExtractMemories: true}})
+	ctx := context.Background()
+	owner := h.session.OwnerID
+	var mu sync.Mutex // the fake model answers on its own goroutines
+	var extractions []llmtest.ChatRequest
+	var answer func(prompt string) string
+	h.llm.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
+		if strings.Contains(req.Messages[0].Content, "long-term memory") {
+			mu.Lock()
+			defer mu.Unlock()
+			extractions = append(extractions, req)
+			return llmtest.Reply{Text: []string{answer(req.Messages[1].Content)}}
+		}
+		return llmtest.Reply{Text: []string{"Nice to hear that, tell me more."}}
+	})
+	turns := 0
+	turn := func(text string, ans func(prompt string) string) {
+		t.Helper()
+		mu.Lock()
+		answer = ans
+		mu.Unlock()
+		h.send(t, text)
+		turns++
+		h.sink.waitFor(t, agent.EventRunEnded, turns)
+	}
+	texts := func() []string {
+		list, err := h.memory.List(ctx, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range list {
+			out = append(out, m.Text)
+		}
+		slices.Sort(out)
+		return out
+	}
+	// number finds the n a memory was shown as in the extraction prompt.
+	number := func(prompt, text string) string {
+		for _, line := range strings.Split(prompt, "\n") {
+			if n, rest, ok := strings.Cut(line, ". "); ok && strings.HasSuffix(rest, text) {
+				return n
+			}
+		}
+		return "0"
+	}
+
+	turn("I moved to Berlin last month, and I am vegetarian.", func(string) string {
+		return "```json\n" + `{"actions":[{"op":"add","kind":"fact","text":"I live in Berlin"},` +
+			`{"op":"add","kind":"preference","text":"I am vegetarian"}]}` + "\n```"
+	})
+	if got, want := texts(), []string{"I am vegetarian", "I live in Berlin"}; !slices.Equal(got, want) {
+		t.Fatalf("after the first turn: %q, want %q", got, want)
+	}
+	mu.Lock()
+	first := extractions[0].Messages[1].Content
+	mu.Unlock()
+	if !strings.Contains(first, "I moved to Berlin last month") || strings.Contains(first, "tell me more") ||
+		strings.Contains(first, "You are Atrium") {
+		t.Errorf("the extraction saw more than the user's words:\n%s", first)
+	}
+
+	turn("Actually I moved again, I live in Munich now. And I am still vegetarian.", func(p string) string {
+		return `{"actions":[{"op":"update","n":` + number(p, "I live in Berlin") + `,"text":"I live in Munich"},` +
+			`{"op":"add","kind":"preference","text":"I am vegetarian"}]}`
+	})
+	if got, want := texts(), []string{"I am vegetarian", "I live in Munich"}; !slices.Equal(got, want) {
+		t.Fatalf("after the update: %q, want %q (the old fact replaced, the duplicate dropped)", got, want)
+	}
+
+	turn("What a nice day.", func(string) string { return `{"actions":[]}` })
+	turn("Hmm.", func(string) string { return "Sure! I will remember that." })
+	turn("I stopped being vegetarian.", func(string) string { return `{"actions":[{"op":"delete","n":9}]}` })
+	if got, want := texts(), []string{"I am vegetarian", "I live in Munich"}; !slices.Equal(got, want) {
+		t.Fatalf("after small talk and bad answers: %q, want %q", got, want)
+	}
+	turn("I stopped being vegetarian.", func(p string) string {
+		return `{"actions":[{"op":"delete","n":` + number(p, "I am vegetarian") + `}]}`
+	})
+	if got, want := texts(), []string{"I live in Munich"}; !slices.Equal(got, want) {
+		t.Fatalf("after the delete: %q, want %q", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(extractions) != turns {
+		t.Errorf("%d extraction calls for %d turns", len(extractions), turns)
 	}
 }

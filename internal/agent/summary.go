@@ -12,14 +12,17 @@ import (
 // foldBatch bounds how many old messages one summary update reads.
 const foldBatch = 200
 
-// foldLater folds the turns that left the verbatim window into the rolling summary in
-// the background, after the reply is committed and the session is free again, so the
-// next message never waits for a summary call. One fold per session at a time; shutdown
-// cancels it. The trace run is closed when the fold is done.
+// foldLater does a reply's background work after it is committed and the session is
+// free again, so the next message never waits for a model call: it folds the turns
+// that left the verbatim window into the rolling summary, then extracts memories from
+// the user's message. One such job per session at a time (a turn that ends while one
+// runs leaves its fold to the next turn and extracts nothing); shutdown cancels it.
+// The trace run is closed when the job is done.
 func (a *Agent) foldLater(t *turn) {
 	a.mu.Lock()
 	busy := a.folding[t.s.ID]
-	start := !busy && !a.closed && len(t.unsummarised) > 0 && t.provider != nil && t.final.Status == store.StatusComplete
+	fold, extract := len(t.unsummarised) > 0, t.extractable()
+	start := !busy && !a.closed && (fold || extract) && t.provider != nil && t.final.Status == store.StatusComplete
 	if start {
 		a.folding[t.s.ID] = true
 		a.wg.Add(1)
@@ -36,7 +39,12 @@ func (a *Agent) foldLater(t *turn) {
 			delete(a.folding, t.s.ID)
 			a.mu.Unlock()
 		}()
-		t.fold(a.base)
+		if fold {
+			t.fold(a.base)
+		}
+		if extract {
+			t.extract(a.base)
+		}
 		t.end()
 	}()
 }

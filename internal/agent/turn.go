@@ -31,6 +31,7 @@ type turn struct {
 	// recalled long-term memories for the pinned zone, one line each with its date
 	preferences, memories []string
 	recalled              []string // their ids, marked used when the run ends
+	memoryRequest         bool     // the message was an explicit "remember"/"forget", already acted on
 
 	steps         int
 	inTok, outTok int

@@ -169,6 +169,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 // text with attached MCP resources; the web layer holds typed text to MaxMessageBytes).
 func agentConfig(cfg config.Config, over agent.Config) agent.Config {
 	c := over
+	c.ExtractMemories = over.ExtractMemories || cfg.MemoryExtraction
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = cfg.MaxPromptBytes()
 	}

@@ -29,6 +29,7 @@ type Config struct {
 	ContextWindow     int           // the models' context window in tokens, for the context budgets
 	LoginTTL          time.Duration // lifetime of a login cookie session
 	ShutdownTimeout   time.Duration // grace period for in-flight work on shutdown
+	MemoryExtraction  bool          // after each reply, ask the chat's model what is worth remembering
 }
 
 // LogValue keeps the master key out of logs: slog.Info("config", "config", cfg) is safe.
@@ -49,6 +50,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("context_window", c.ContextWindow),
 		slog.Duration("login_ttl", c.LoginTTL),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
+		slog.Bool("memory_extraction", c.MemoryExtraction),
 	)
 }
 
@@ -132,6 +134,16 @@ var settings = []setting{
 	{flag: "login-ttl", env: "ATRIUM_LOGIN_TTL", def: "720h", arg: "duration",
 		help: "how long a login lasts",
 		set:  durationInto(func(c *Config) *time.Duration { return &c.LoginTTL })},
+	{flag: "memory-extract", env: "ATRIUM_MEMORY_EXTRACT", def: "true", arg: "bool",
+		help: "after each reply, ask the chat's model what the user's message holds that is worth remembering (one more model call per reply)",
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%q is not true or false", v)
+			}
+			c.MemoryExtraction = b
+			return nil
+		}},
 	{flag: "shutdown-timeout", env: "ATRIUM_SHUTDOWN_TIMEOUT", def: "10s", arg: "duration",
 		help: "how long to let running work finish on shutdown",
 		set:  durationInto(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},

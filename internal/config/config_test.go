@@ -33,6 +33,7 @@ var defaults = config.Config{
 	ContextWindow:     32768,
 	LoginTTL:          720 * time.Hour,
 	ShutdownTimeout:   10 * time.Second,
+	MemoryExtraction:  true,
 }
 
 func TestLoad(t *testing.T) {
@@ -55,6 +56,7 @@ func TestLoad(t *testing.T) {
 			"ATRIUM_CONTEXT_WINDOW", "8192",
 			"ATRIUM_LOGIN_TTL", "24h",
 			"ATRIUM_SHUTDOWN_TIMEOUT", "1s",
+			"ATRIUM_MEMORY_EXTRACT", "false",
 		), func(c *config.Config) {
 			*c = config.Config{
 				Addr: "127.0.0.1:9000", DataDir: "/data", MasterKey: "k3y", LogLevel: slog.LevelDebug,
@@ -67,7 +69,7 @@ func TestLoad(t *testing.T) {
 			"-addr", ":0", "-data=/tmp/x", "--master-key", "flagkey", "-log-level", "error",
 			"-base-url", "http://localhost:8080", "-max-message-bytes", "1",
 			"-model-start-timeout", "5s", "-model-idle-timeout", "6s", "-login-ttl", "1h", "-shutdown-timeout", "3s",
-			"-context-window", "128000",
+			"-context-window", "128000", "-memory-extract=false",
 		}, env(), func(c *config.Config) {
 			*c = config.Config{
 				Addr: ":0", DataDir: "/tmp/x", MasterKey: "flagkey", LogLevel: slog.LevelError,
