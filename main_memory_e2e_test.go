@@ -1,0 +1,91 @@
+package main
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"atrium/internal/browsertest"
+	"atrium/internal/llm/llmtest"
+)
+
+// TestEndToEndMemory: in chat A the user says "remember that I prefer metric units" and
+// sees it saved; the Memories page lists it; chat B's model request carries it; "forget
+// that …" removes it from the page and from the next request. (That its bytes leave
+// the database files is checked by the Memories page tests, where no chat holds it.)
+func TestEndToEndMemory(t *testing.T) {
+	ctx, problems := browsertest.New(t, 1200, 900)
+	fake := llmtest.NewServer(t)
+	fake.SetModels("fake-model")
+	var mu sync.Mutex
+	var systems []string // the system message of every chat request, in order
+	fake.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
+		mu.Lock()
+		systems = append(systems, req.Messages[0].Content)
+		mu.Unlock()
+		return llmtest.Reply{Text: llmtest.Words("Understood.")}
+	})
+	lastSystem := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return systems[len(systems)-1]
+	}
+	a := startApp(t, nil)
+	run := stepRunner(t, ctx)
+	setUpInBrowser(run, a, fake)
+	const pref = "I prefer metric units"
+	replies := `#messages article[data-role=assistant][data-status=complete]`
+
+	var notice string
+	run("chat A: remember",
+		chromedp.Navigate(a.URL+"/"),
+		chromedp.Click(chromedp.CSS(`[data-testid=new-chat-main]`)),
+		sendSteps("Please remember that "+pref),
+		chromedp.WaitVisible(chromedp.CSS(replies)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=notice]`)),
+		into(&notice, chromedp.Text(chromedp.CSS(`[data-testid=notice]`))),
+	)
+	if !strings.Contains(notice, "Saved to memory") {
+		t.Errorf("notice %q, want Saved to memory", notice)
+	}
+	var listed string
+	run("the Memories page lists it",
+		chromedp.Navigate(a.URL+"/memories"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=memory] [data-testid=memory-text-shown]`)),
+		into(&listed, chromedp.Text(chromedp.CSS(`[data-testid=memory] [data-testid=memory-text-shown]`))),
+	)
+	if listed != pref {
+		t.Errorf("Memories page shows %q, want %q", listed, pref)
+	}
+
+	run("chat B: the model is told",
+		chromedp.Navigate(a.URL+"/"),
+		chromedp.Click(chromedp.CSS(`[data-testid=new-chat-main]`)),
+		sendSteps("Which units should you use for me?"),
+		chromedp.WaitVisible(chromedp.CSS(replies)),
+	)
+	if sys := lastSystem(); !strings.Contains(sys, pref) {
+		t.Errorf("chat B's request does not carry the memory:\n%s", sys)
+	}
+
+	run("forget it",
+		sendSteps("forget that I prefer metric units"),
+		chromedp.WaitVisible(chromedp.CSS(replies+`:nth-of-type(4)`)),
+		chromedp.Poll[chromedp.Void](`document.querySelector('[data-testid=notice]')?.textContent.includes('Forgot 1 memory')`),
+		sendSteps("Which units again?"),
+		chromedp.WaitVisible(chromedp.CSS(replies+`:nth-of-type(6)`)),
+		chromedp.Navigate(a.URL+"/memories"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=memories]`)),
+	)
+	var left int
+	run("gone from the page", into(&left, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=memory]').length`)))
+	if left != 0 {
+		t.Errorf("%d memories listed after forgetting", left)
+	}
+	if sys := lastSystem(); strings.Contains(sys, pref) {
+		t.Errorf("the request after forgetting still carries the memory:\n%s", sys)
+	}
+	problems.Check(t)
+}
