@@ -260,3 +260,55 @@ func TestMemoryExtraction(t *testing.T) {
 		t.Errorf("%d extraction calls for %d turns", len(extractions), turns)
 	}
 }
+
+// TestForgottenMemoryLeavesNoTrace: a memory the model found with memory_search lives
+// in the tool result and the run's trace; forgetting it scrubs both, so its text is
+// nowhere in the database files afterwards.
+func TestForgottenMemoryLeavesNoTrace(t *testing.T) {
+	h := newHarness(t, options{})
+	ctx := context.Background()
+	m, err := h.memory.Save(ctx, h.session.OwnerID, memory.KindFact, "My bicycle is a green Gazelle <3",
+		memory.Source{Kind: memory.SourceManual}, 0.9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.llm.Enqueue(
+		llmtest.Reply{ToolCalls: calls(llmtest.ToolCall{ID: "c1", Name: memory.ToolSearch, Arguments: `{"query":"bicycle"}`})},
+		llmtest.Reply{Text: []string{"You ride a Dutch bike."}},
+	)
+	h.send(t, "what do I ride?")
+	h.sink.waitFinal(t, 1)
+	h.sink.waitFor(t, agent.EventRunEnded, 1)
+	dbBytes := func() []byte {
+		var all []byte
+		for _, f := range []string{"atrium.db", "atrium.db-wal", "atrium.db-shm"} {
+			b, err := os.ReadFile(filepath.Join(h.cfg.DataDir, f))
+			if err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			all = append(all, b...)
+		}
+		return all
+	}
+	var toolResult string
+	for _, msg := range h.messages(t) {
+		if msg.Role == store.RoleTool {
+			toolResult = msg.Content
+		}
+	}
+	if !strings.Contains(toolResult, "green Gazelle") {
+		t.Fatalf("the search result does not hold the memory (the test would prove nothing): %q", toolResult)
+	}
+
+	if err := h.memory.Forget(ctx, h.session.OwnerID, m.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range h.messages(t) {
+		if msg.Role == store.RoleTool && (strings.Contains(msg.Content, "Gazelle") || !strings.Contains(msg.Content, "[forgotten memory]")) {
+			t.Errorf("tool result after forgetting: %q", msg.Content)
+		}
+	}
+	if b := dbBytes(); bytes.Contains(b, []byte("Gazelle")) {
+		t.Error("the forgotten memory's text is still in the database files")
+	}
+}

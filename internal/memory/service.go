@@ -285,15 +285,37 @@ func (s *Service) Get(ctx context.Context, owner int64, id string) (Memory, erro
 
 // Forget deletes owner's memory id physically: row, index terms and vector,
 // with the WAL checkpointed. Another owner's id is errs.NotFound.
+//
+// Where a recorded run or a memory_search result still holds its text, the text is
+// replaced with "[forgotten memory]" first.
 func (s *Service) Forget(ctx context.Context, owner int64, id string) error {
+	m, err := s.Get(ctx, owner, id)
+	if err != nil {
+		return fmt.Errorf("memory: forget: %w", err)
+	}
+	if _, err := s.db.ScrubMemoryTexts(ctx, owner, []string{m.Text}); err != nil {
+		return fmt.Errorf("memory: forget: %w", err)
+	}
 	if err := s.db.DeleteMemory(ctx, owner, id); err != nil {
 		return fmt.Errorf("memory: forget: %w", err)
 	}
 	return nil
 }
 
-// ForgetAll deletes all of owner's memories and returns how many there were.
+// ForgetAll deletes all of owner's memories (scrubbed from runs and tool results as
+// Forget does) and returns how many there were.
 func (s *Service) ForgetAll(ctx context.Context, owner int64) (int, error) {
+	all, err := s.List(ctx, owner)
+	if err != nil {
+		return 0, fmt.Errorf("memory: forget all: %w", err)
+	}
+	texts := make([]string, len(all))
+	for i, m := range all {
+		texts[i] = m.Text
+	}
+	if _, err := s.db.ScrubMemoryTexts(ctx, owner, texts); err != nil {
+		return 0, fmt.Errorf("memory: forget all: %w", err)
+	}
 	n, err := s.db.DeleteOwnerMemories(ctx, owner)
 	if err != nil {
 		return n, fmt.Errorf("memory: forget all: %w", err)

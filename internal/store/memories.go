@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -514,4 +516,63 @@ func (db *DB) rescore(ctx context.Context, query []float32, k int, q string, arg
 		hits = hits[:k]
 	}
 	return hits, nil
+}
+
+// ScrubMemoryTexts replaces each of texts, where owner's recorded spans or tool
+// results hold it (as is or JSON-escaped), with "[forgotten memory]": a forgotten
+// memory must not live on in the trace of a run that used it or in a memory_search
+// result. Chat messages the user or the assistant wrote are left alone: forgetting a
+// memory does not rewrite the chat. It returns how many rows changed.
+func (db *DB) ScrubMemoryTexts(ctx context.Context, owner int64, texts []string) (int64, error) {
+	const mark = "[forgotten memory]"
+	var forms []string
+	seen := map[string]bool{}
+	for _, t := range texts {
+		for _, f := range jsonForms(t) {
+			if f != "" && !seen[f] {
+				seen[f] = true
+				forms = append(forms, f)
+			}
+		}
+	}
+	var n int64
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		for _, f := range forms {
+			for _, q := range []string{
+				`UPDATE spans SET data = replace(data, ?1, ?2) WHERE instr(data, ?1) > 0
+					AND run_id IN (SELECT id FROM runs WHERE owner_id = ?3)`,
+				`UPDATE messages SET content = replace(content, ?1, ?2) WHERE role = 'tool' AND instr(content, ?1) > 0
+					AND session_id IN (SELECT id FROM sessions WHERE owner_id = ?3)`,
+			} {
+				res, err := tx.ExecContext(ctx, q, f, mark, owner)
+				if err != nil {
+					return err
+				}
+				k, _ := res.RowsAffected()
+				n += k
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: scrub memory texts: %w", err)
+	}
+	return n, nil
+}
+
+// jsonForms is text as it may appear in stored JSON: as is, and escaped with and
+// without HTML escaping (quotes stripped).
+func jsonForms(text string) []string {
+	out := []string{text}
+	if b, err := json.Marshal(text); err == nil {
+		out = append(out, string(b[1:len(b)-1]))
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(text) == nil {
+		b := bytes.TrimSpace(buf.Bytes())
+		out = append(out, string(b[1:len(b)-1]))
+	}
+	return out
 }
