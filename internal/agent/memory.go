@@ -21,6 +21,24 @@ type Memory interface {
 	Save(ctx context.Context, owner int64, kind, text string, source memory.Source, confidence float64) (memory.Memory, error)
 	Forget(ctx context.Context, owner int64, id string) error
 	Update(ctx context.Context, owner int64, id, text string) (memory.Memory, error)
+	Settings(ctx context.Context, owner int64) (memory.Settings, error)
+}
+
+// memorySettings decides once per run whether it reads and writes memory: not in a
+// temporary chat, not for a user who turned memory off, and not when the user's
+// choice cannot be read (memory stays off rather than against their wish).
+func (t *turn) memorySettings(ctx context.Context) {
+	a := t.a
+	if a.Memory == nil || t.s.Temporary {
+		return
+	}
+	st, err := a.Memory.Settings(ctx, t.s.OwnerID)
+	if err != nil {
+		a.Log.Warn("agent: memory settings unreadable; memory off for this reply", "session", t.s.ID, "err", err)
+		return
+	}
+	t.memoryOn = st.Enabled
+	t.extractOn = st.Enabled && st.Extract && a.cfg.ExtractMemories
 }
 
 // Memory lookup bounds: at most maxRecalled memories go into the pinned zone, and a
@@ -37,7 +55,7 @@ const (
 // run; it is in the EventMemory.
 func (t *turn) recall(ctx context.Context) {
 	a := t.a
-	if a.Memory == nil {
+	if !t.memoryOn {
 		return
 	}
 	started := a.Now()
@@ -76,7 +94,7 @@ var (
 // user with a notice. A refused text (a secret) is not saved, and the notice says why.
 func (t *turn) memoryCommand(ctx context.Context) {
 	a := t.a
-	if a.Memory == nil {
+	if !t.memoryOn {
 		return
 	}
 	started := a.Now()
@@ -148,7 +166,7 @@ Answer with JSON only, no prose: {"actions":[{"op":"add","kind":"preference","te
 
 // extractable reports whether the reply's user message goes to memory extraction.
 func (t *turn) extractable() bool {
-	return t.a.cfg.ExtractMemories && t.a.Memory != nil && !t.memoryRequest && strings.TrimSpace(t.query) != ""
+	return t.extractOn && !t.memoryRequest && strings.TrimSpace(t.query) != ""
 }
 
 type extractAction struct {

@@ -312,3 +312,51 @@ func TestForgottenMemoryLeavesNoTrace(t *testing.T) {
 		t.Error("the forgotten memory's text is still in the database files")
 	}
 }
+
+// TestMemoryOffAndTemporaryChats: a temporary chat, and any chat of a user who turned
+// memory off, neither reads nor writes memory: no lookup, no "remember" acted on, no
+// extraction, and the memory tools are not offered.
+func TestMemoryOffAndTemporaryChats(t *testing.T) {
+	h := newHarness(t, options{cfg: agent.Config{ExtractMemories: true}})
+	ctx := context.Background()
+	owner := h.session.OwnerID
+	if _, err := h.memory.Save(ctx, owner, memory.KindFact, "My cat is called Pixel", memory.Source{Kind: memory.SourceManual}, 0.9); err != nil {
+		t.Fatal(err)
+	}
+	tmp := store.Session{ID: "temporary-1", OwnerID: owner, Temporary: true}
+	if err := h.db.CreateSession(ctx, &tmp); err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, s store.Session, finals int) {
+		t.Helper()
+		h.llm.Enqueue(llmtest.Reply{Text: []string{"OK."}})
+		if err := h.agent.Send(ctx, s, "remember that my cat is called Pixel, what is my cat called?"); err != nil {
+			t.Fatal(err)
+		}
+		h.sink.waitFinal(t, finals)
+		h.sink.waitFor(t, agent.EventRunEnded, finals)
+		req := h.llm.LastRequest().Chat
+		if strings.Contains(req.Messages[0].Content, "Pixel") {
+			t.Errorf("%s: the memory reached the model", name)
+		}
+		for _, tool := range req.Tools {
+			if strings.HasPrefix(tool.Name, "memory_") {
+				t.Errorf("%s: %s offered", name, tool.Name)
+			}
+		}
+		if n := len(h.llm.Requests()); n != finals {
+			t.Errorf("%s: %d model calls for %d replies (an extraction ran)", name, n, finals)
+		}
+		if list, _ := h.memory.List(ctx, owner); len(list) != 1 {
+			t.Errorf("%s: %d memories, want the 1 saved before", name, len(list))
+		}
+	}
+	check("temporary chat", tmp, 1)
+	if err := h.memory.SetSettings(ctx, owner, memory.Settings{Enabled: false}); err != nil {
+		t.Fatal(err)
+	}
+	check("memory off", h.session, 2)
+	if n := h.sink.count(agent.EventMemory); n != 0 {
+		t.Errorf("%d memory events where memory is off", n)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +34,7 @@ type turn struct {
 	preferences, memories []string
 	recalled              []string // their ids, marked used when the run ends
 	memoryRequest         bool     // the message was an explicit "remember"/"forget", already acted on
+	memoryOn, extractOn   bool     // see memorySettings
 
 	steps         int
 	inTok, outTok int
@@ -113,6 +116,7 @@ func (t *turn) loop(ctx context.Context) {
 	}
 	t.provider, t.model, t.final.Model = provider, model, model
 	t.emit(Event{Kind: EventRunStarted, Model: model})
+	t.memorySettings(ctx)
 	t.memoryCommand(ctx)
 	t.recall(ctx)
 
@@ -178,6 +182,11 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 		a.Log.Warn("agent: tool selection failed; offering all", "err", err)
 		offered = a.Tools.Enabled()
 		sel = tools.Selection{Reason: "all (selection failed)"}
+	}
+	if !t.memoryOn {
+		// A temporary chat, or a user with memory off: the memory tools are not offered.
+		offered = slices.DeleteFunc(offered, func(tl tools.Tool) bool { return strings.HasPrefix(tl.Name, "memory_") })
+		sel.Offered = slices.DeleteFunc(sel.Offered, func(n string) bool { return strings.HasPrefix(n, "memory_") })
 	}
 	specs := a.Tools.Specs(offered)
 	task, _ := tools.ParseTaskState(sess.State)

@@ -21,6 +21,16 @@ const (
 // for the calling chat's owner only; a refused text (a secret, an empty one) and an
 // unknown id come back to the model as structured errors it can act on.
 func RegisterTools(reg *tools.Registry, svc *Service) error {
+	// The agent offers these tools only where memory is on; a call anyway (a model
+	// naming a tool it was not offered) is refused here too.
+	guard := func(exec func(context.Context, tools.Call) (string, error)) func(context.Context, tools.Call) (string, error) {
+		return func(ctx context.Context, c tools.Call) (string, error) {
+			if err := svc.usable(ctx, c.OwnerID, c.SessionID); err != nil {
+				return "", err
+			}
+			return exec(ctx, c)
+		}
+	}
 	for _, t := range []tools.Tool{
 		{
 			Name: ToolSave,
@@ -32,7 +42,7 @@ func RegisterTools(reg *tools.Registry, svc *Service) error {
 				"text":{"type":"string","minLength":1,"maxLength":2000},
 				"kind":{"type":"string","enum":["preference","fact","instruction"]}},
 				"required":["text","kind"],"additionalProperties":false}`),
-			Execute: func(ctx context.Context, c tools.Call) (string, error) {
+			Execute: guard(func(ctx context.Context, c tools.Call) (string, error) {
 				var a struct{ Text, Kind string }
 				if err := json.Unmarshal(c.Args, &a); err != nil {
 					return "", err
@@ -42,7 +52,7 @@ func RegisterTools(reg *tools.Registry, svc *Service) error {
 					return "", toolError(err)
 				}
 				return toJSON(map[string]any{"saved": m.ID, "kind": m.Kind})
-			},
+			}),
 		},
 		{
 			Name: ToolSearch,
@@ -53,7 +63,7 @@ func RegisterTools(reg *tools.Registry, svc *Service) error {
 				"query":{"type":"string","minLength":1,"maxLength":500},
 				"limit":{"type":"integer","minimum":1,"maximum":10}},
 				"required":["query"],"additionalProperties":false}`),
-			Execute: func(ctx context.Context, c tools.Call) (string, error) {
+			Execute: guard(func(ctx context.Context, c tools.Call) (string, error) {
 				var a struct {
 					Query string
 					Limit int
@@ -79,7 +89,7 @@ func RegisterTools(reg *tools.Registry, svc *Service) error {
 					hits = append(hits, hit{h.ID, h.Kind, h.Text, h.UpdatedAt.UTC().Format(time.DateOnly)})
 				}
 				return toJSON(map[string]any{"memories": hits})
-			},
+			}),
 		},
 		{
 			Name: ToolForget,
@@ -87,7 +97,7 @@ func RegisterTools(reg *tools.Registry, svc *Service) error {
 				"does: deletes one memory for good. Parameters: id (from memory_search).",
 			Schema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string","minLength":1,"maxLength":64}},
 				"required":["id"],"additionalProperties":false}`),
-			Execute: func(ctx context.Context, c tools.Call) (string, error) {
+			Execute: guard(func(ctx context.Context, c tools.Call) (string, error) {
 				var a struct{ ID string }
 				if err := json.Unmarshal(c.Args, &a); err != nil {
 					return "", err
@@ -96,11 +106,32 @@ func RegisterTools(reg *tools.Registry, svc *Service) error {
 					return "", toolError(err)
 				}
 				return toJSON(map[string]any{"forgotten": a.ID})
-			},
+			}),
 		},
 	} {
 		if err := reg.Register(t); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// usable refuses memory in a temporary chat and for a user who turned it off.
+func (s *Service) usable(ctx context.Context, owner int64, sessionID string) error {
+	st, err := s.Settings(ctx, owner)
+	if err != nil {
+		return err
+	}
+	if !st.Enabled {
+		return &tools.Error{Detail: "memory is turned off for this user"}
+	}
+	if sessionID != "" {
+		sess, err := s.db.SessionForOwner(ctx, sessionID, owner)
+		if err != nil {
+			return err
+		}
+		if sess.Temporary {
+			return &tools.Error{Detail: "this is a temporary chat: memory is neither read nor written"}
 		}
 	}
 	return nil

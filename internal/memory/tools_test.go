@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"atrium/internal/llm"
+	"atrium/internal/store"
 	"atrium/internal/tools"
 )
 
@@ -17,8 +18,12 @@ func TestMemoryTools(t *testing.T) {
 	reg := tools.NewRegistry(nil, nil)
 	ok(t, RegisterTools(reg, f.svc))
 	ctx := context.Background()
+	for id, owner := range map[string]int64{"s1": f.ann, "s-bob": f.bob} {
+		ok(t, f.db.CreateSession(ctx, &store.Session{ID: id, OwnerID: owner}))
+	}
+	session := map[int64]string{f.ann: "s1", f.bob: "s-bob"}
 	call := func(owner int64, name, args string) tools.Result {
-		return reg.Dispatch(ctx, "s1", owner, llm.ToolCall{ID: "c", Name: name, Arguments: args})
+		return reg.Dispatch(ctx, session[owner], owner, llm.ToolCall{ID: "c", Name: name, Arguments: args})
 	}
 
 	res := call(f.ann, ToolSave, `{"text":"I prefer tea over coffee","kind":"preference"}`)
@@ -56,5 +61,19 @@ func TestMemoryTools(t *testing.T) {
 	}
 	if res := call(f.ann, ToolForget, `{"id":"`+saved.Saved+`"}`); !res.IsError || !strings.Contains(res.Content, "not") {
 		t.Errorf("forgetting twice: %+v", res)
+	}
+
+	// Not in a temporary chat, and not for a user who turned memory off.
+	ok(t, f.db.CreateSession(ctx, &store.Session{ID: "tmp", OwnerID: f.ann, Temporary: true}))
+	res = reg.Dispatch(ctx, "tmp", f.ann, llm.ToolCall{ID: "c", Name: ToolSave, Arguments: `{"text":"I like jazz","kind":"preference"}`})
+	if !res.IsError || !strings.Contains(res.Content, "temporary chat") {
+		t.Errorf("save in a temporary chat: %+v", res)
+	}
+	ok(t, f.svc.SetSettings(ctx, f.ann, Settings{Enabled: false}))
+	if res := call(f.ann, ToolSearch, `{"query":"jazz"}`); !res.IsError || !strings.Contains(res.Content, "turned off") {
+		t.Errorf("search with memory off: %+v", res)
+	}
+	if list := must(f.svc.List(ctx, f.ann)); len(list) != 0 {
+		t.Errorf("memories saved where memory is off: %+v", list)
 	}
 }

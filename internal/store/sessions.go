@@ -24,17 +24,18 @@ type Session struct {
 	State      []byte
 	Summary    string
 	SummarySeq int64
+	Temporary  bool // neither reads nor writes long-term memory
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }
 
-const sessionCols = `id, owner_id, title, model, state, summary, summary_seq, created_at, updated_at`
+const sessionCols = `id, owner_id, title, model, state, summary, summary_seq, temporary, created_at, updated_at`
 
 func scanSession(row scanner) (Session, error) {
 	var s Session
 	var state string
 	var created, updated int64
-	err := row.Scan(&s.ID, &s.OwnerID, &s.Title, &s.Model, &state, &s.Summary, &s.SummarySeq, &created, &updated)
+	err := row.Scan(&s.ID, &s.OwnerID, &s.Title, &s.Model, &state, &s.Summary, &s.SummarySeq, &s.Temporary, &created, &updated)
 	s.State = []byte(state)
 	s.CreatedAt, s.UpdatedAt = fromMS(created), fromMS(updated)
 	return s, err
@@ -53,9 +54,9 @@ func (db *DB) CreateSession(ctx context.Context, s *Session) error {
 		s.State = []byte("{}")
 	}
 	now := ms(db.now())
-	_, err := db.pool.ExecContext(ctx, `INSERT INTO sessions (id, owner_id, title, model, state, summary, summary_seq, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.ID, s.OwnerID, s.Title, s.Model, string(s.State), s.Summary, s.SummarySeq, now, now)
+	_, err := db.pool.ExecContext(ctx, `INSERT INTO sessions (id, owner_id, title, model, state, summary, summary_seq, temporary, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.OwnerID, s.Title, s.Model, string(s.State), s.Summary, s.SummarySeq, s.Temporary, now, now)
 	switch {
 	case isUnique(err):
 		return fmt.Errorf("store: create session: %w", errs.Wrap(errs.Conflict, err, "session already exists"))

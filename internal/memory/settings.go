@@ -1,0 +1,53 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"atrium/internal/errs"
+)
+
+// Settings are a user's choices about memory.
+type Settings struct {
+	// Enabled: memories are looked up for the user's messages and explicit
+	// "remember"/"forget" requests are acted on. Off, memory is neither read nor
+	// written in chats (the Memories page still works).
+	Enabled bool `json:"enabled"`
+	// Extract: after each reply the model is asked what is worth keeping.
+	Extract bool `json:"extract"`
+}
+
+// DefaultSettings are what a user has who never changed them.
+var DefaultSettings = Settings{Enabled: true, Extract: true}
+
+func settingsKey(owner int64) string { return "memory.user." + strconv.FormatInt(owner, 10) }
+
+// Settings returns owner's memory settings (DefaultSettings when never set).
+func (s *Service) Settings(ctx context.Context, owner int64) (Settings, error) {
+	v, err := s.db.Setting(ctx, settingsKey(owner))
+	if errs.Is(err, errs.NotFound) {
+		return DefaultSettings, nil
+	}
+	if err != nil {
+		return Settings{}, fmt.Errorf("memory: settings: %w", err)
+	}
+	st := DefaultSettings
+	if err := json.Unmarshal([]byte(v), &st); err != nil {
+		return DefaultSettings, fmt.Errorf("memory: settings: %w", err)
+	}
+	return st, nil
+}
+
+// SetSettings stores owner's memory settings.
+func (s *Service) SetSettings(ctx context.Context, owner int64, st Settings) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if err := s.db.SetSetting(ctx, settingsKey(owner), string(b)); err != nil {
+		return fmt.Errorf("memory: set settings: %w", err)
+	}
+	return nil
+}
