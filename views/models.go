@@ -34,6 +34,7 @@ type SessionItem struct {
 	ID, Title string
 	UpdatedAt time.Time
 	Active    bool // the session shown on this page
+	Temporary bool // neither reads nor writes long-term memory
 }
 
 // SessionList is one page of the sidebar.
@@ -267,6 +268,13 @@ type Memories struct {
 	ForgetError string     // a forget-all without the typed confirmation
 	Notice      string
 	Error       string // a failed action on the list, e.g. forget-selected with nothing selected
+	Settings    MemorySettings
+}
+
+// MemorySettings are the user's memory switches.
+type MemorySettings struct {
+	Enabled bool // memory is read and written in chats (never in temporary ones)
+	Extract bool // the model is asked after each reply what is worth keeping
 }
 
 // ForgetAllWord is what the user types to confirm forgetting every memory: a

@@ -41,6 +41,11 @@ func (s *Server) memoriesView(ctx context.Context, owner int64, q string) (views
 		return v, err
 	}
 	v.Total = len(all)
+	st, err := s.Memory.Settings(ctx, owner)
+	if err != nil {
+		return v, err
+	}
+	v.Settings = views.MemorySettings{Enabled: st.Enabled, Extract: st.Extract}
 	if v.Query == "" {
 		for _, m := range all {
 			v.Items = append(v.Items, memoryItem(m))
@@ -69,6 +74,16 @@ func (s *Server) showMemories(c echo.Context) error {
 	}
 	v.Notice = c.QueryParam("notice")
 	return render(c, http.StatusOK, views.MemoriesPage(s.page(c, "Memories"), v))
+}
+
+// setMemorySettings saves the user's memory switches.
+func (s *Server) setMemorySettings(c echo.Context) error {
+	u, _ := currentUser(c)
+	st := memory.Settings{Enabled: c.FormValue("enabled") == "on", Extract: c.FormValue("extract") == "on"}
+	if err := s.Memory.SetSettings(c.Request().Context(), u.ID, st); err != nil {
+		return err
+	}
+	return memoriesDone(c, "Memory settings saved.")
 }
 
 // memoriesDone redirects to the list with a notice; never with memory text, which

@@ -298,3 +298,48 @@ func TestMemoryForgettingIsPhysical(t *testing.T) {
 		t.Errorf("the search still finds %v", got)
 	}
 }
+
+// TestMemorySettingsAndTemporaryChats: the switches on the Memories page are saved per
+// user; "Temporary" makes a chat that is marked as such and stored as temporary.
+func TestMemorySettingsAndTemporaryChats(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	page := admin.get("/memories")
+	if !strings.Contains(page.body, `checked data-testid="memory-enabled"`) || !strings.Contains(page.body, `checked data-testid="memory-extract"`) {
+		t.Fatalf("memory is not on by default:\n%s", page.body)
+	}
+	r := admin.post("/memories/settings", url.Values{"enabled": {"on"}})
+	wantRedirect(t, r, "/memories?notice="+url.QueryEscape("Memory settings saved."))
+	u, _ := env.db.UserByUsername(context.Background(), "admin")
+	st, err := env.app.Memory.Settings(context.Background(), u.ID)
+	if err != nil || !st.Enabled || st.Extract {
+		t.Fatalf("settings after saving: %+v %v", st, err)
+	}
+	bob := env.user(admin, "bob")
+	if st, _ := env.app.Memory.Settings(context.Background(), mustUserID(t, env, "bob")); !st.Enabled || !st.Extract {
+		t.Errorf("one user's switch changed another's: %+v", st)
+	}
+
+	r = bob.post("/sessions", url.Values{"temporary": {"1"}})
+	wantStatus(t, r, http.StatusSeeOther)
+	id, _ := strings.CutPrefix(r.Header.Get("Location"), "/s/")
+	ss, err := env.db.SessionForOwner(context.Background(), id, mustUserID(t, env, "bob"))
+	if err != nil || !ss.Temporary {
+		t.Fatalf("temporary chat stored as %+v %v", ss, err)
+	}
+	if chat := bob.get("/s/" + id); !strings.Contains(chat.body, `data-testid="temporary-badge"`) {
+		t.Error("a temporary chat is not marked as such")
+	}
+	if plain := bob.newSession(); strings.Contains(bob.get("/s/"+plain).body, `data-testid="temporary-badge"`) {
+		t.Error("an ordinary chat is marked temporary")
+	}
+}
+
+func mustUserID(t *testing.T, env *testEnv, name string) int64 {
+	t.Helper()
+	u, err := env.db.UserByUsername(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.ID
+}

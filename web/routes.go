@@ -45,6 +45,7 @@ func (s *Server) routes() *echo.Echo {
 	u.GET("/memories", s.showMemories)
 	u.POST("/memories", s.createMemory)
 	u.POST("/memories/delete", s.deleteMemories)
+	u.POST("/memories/settings", s.setMemorySettings)
 	u.POST("/memories/forget-all", s.forgetAllMemories)
 	u.POST("/memories/:id", s.updateMemory)
 	u.POST("/memories/:id/delete", s.deleteMemory)

@@ -45,7 +45,7 @@ func sessionItem(ss store.Session, activeID string) views.SessionItem {
 	if title == "" {
 		title = "New chat"
 	}
-	return views.SessionItem{ID: ss.ID, Title: title, UpdatedAt: ss.UpdatedAt, Active: ss.ID == activeID}
+	return views.SessionItem{ID: ss.ID, Title: title, UpdatedAt: ss.UpdatedAt, Active: ss.ID == activeID, Temporary: ss.Temporary}
 }
 
 func (s *Server) showHome(c echo.Context) error {
@@ -67,7 +67,8 @@ func (s *Server) listSessions(c echo.Context) error {
 
 func (s *Server) createSession(c echo.Context) error {
 	u, _ := currentUser(c)
-	ss := &store.Session{ID: s.NewID(), OwnerID: u.ID}
+	// A temporary chat neither reads nor writes long-term memory.
+	ss := &store.Session{ID: s.NewID(), OwnerID: u.ID, Temporary: c.FormValue("temporary") == "1"}
 	if err := s.Store.CreateSession(c.Request().Context(), ss); err != nil {
 		return err
 	}
