@@ -199,3 +199,19 @@ func mapValues(m map[string]string) func(func(string) bool) {
 		}
 	}
 }
+
+// TestStem pins the inflections the eval relies on: each pair folds together.
+func TestStem(t *testing.T) {
+	for _, p := range [][2]string{{"cats", "cat"}, {"preferred", "prefer"}, {"running", "run"}, {"saving", "save"},
+		{"allergies", "allergy"}, {"tomatoes", "tomato"}, {"emojis", "emoji"}, {"meetings", "meeting"},
+		{"kilometres", "kilometers"}, {"replies", "reply"}, {"watches", "watch"}, {"growing", "grow"}} {
+		if a, b := stem(p[0]), stem(p[1]); a != b {
+			t.Errorf("stem(%q) = %q, stem(%q) = %q", p[0], a, p[1], b)
+		}
+	}
+	for _, w := range []string{"class", "bus", "shoe", "thing", "5ks", "café"} {
+		if s := stem(w); s != w && w != "shoe" {
+			t.Errorf("stem(%q) = %q, want it unchanged", w, s)
+		}
+	}
+}
