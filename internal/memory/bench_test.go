@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -324,4 +325,54 @@ func BenchmarkMemoryFileSize(b *testing.B) {
 			must(f.svc.Search(ctx, qs[i%len(qs)].owner, v.text(), k))
 		}
 	})
+}
+
+// reportPercentiles adds p50 and p95 of ds in milliseconds: a turn waits for
+// one Search, so the typical and the slow case matter more than the mean.
+func reportPercentiles(b *testing.B, ds []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50_ms")
+	b.ReportMetric(float64(ds[len(ds)*95/100].Microseconds())/1000, "p95_ms")
+}
+
+// BenchmarkMemorySave measures writing one memory through Save with the
+// offline embedder (goal ≤ 5 ms): validation, secret check, embedding, keyed
+// transform, sealing and one insert transaction, into an owner that already
+// holds 1,000 memories so the indexes are not empty.
+func BenchmarkMemorySave(b *testing.B) {
+	f := newFixture(b)
+	ctx := context.Background()
+	v := newBenchVocab(3)
+	for range 1000 {
+		must(f.svc.Save(ctx, f.ann, KindFact, v.text(), manual, 0.9))
+	}
+	var ds []time.Duration
+	for b.Loop() {
+		text := v.text()
+		t0 := time.Now()
+		must(f.svc.Save(ctx, f.ann, KindPreference, text, manual, 0.9))
+		ds = append(ds, time.Since(t0))
+	}
+	reportPercentiles(b, ds)
+}
+
+// BenchmarkMemorySearch measures one whole Search (embed, blind lexical
+// candidates, bit prefilter + rescore, fusion, opening the hits) for one user
+// holding 10,000 memories: what retrieval adds before the first token (goal
+// ≤ 20 ms).
+func BenchmarkMemorySearch(b *testing.B) {
+	f, _, _ := buildBench(b, 1, 10_000)
+	ctx := context.Background()
+	v := newBenchVocab(1) // the vocabulary the memories were written with
+	var ds []time.Duration
+	for b.Loop() {
+		q := v.paraphrase(v.text())
+		t0 := time.Now()
+		must(f.svc.Search(ctx, f.ann, q, 5))
+		ds = append(ds, time.Since(t0))
+	}
+	reportPercentiles(b, ds)
 }

@@ -25,6 +25,10 @@ var stopwords = map[string]bool{
 	"this": true, "to": true, "was": true, "we": true, "were": true, "what": true, "when": true,
 	"where": true, "which": true, "who": true, "why": true, "will": true, "with": true, "would": true,
 	"you": true, "your": true,
+	// Pieces of contractions (don't, what's, I'm, we'll) and question fillers
+	// ("how often", "any", "how many") that match unrelated memories.
+	"t": true, "m": true, "d": true, "ll": true, "re": true, "ve": true,
+	"any": true, "many": true, "much": true, "often": true, "some": true, "very": true, "also": true, "just": true, "ever": true,
 }
 
 // isCJK reports whether r is written without spaces between words (Han, kana,
@@ -74,15 +78,70 @@ func tokenize(text string) []token {
 	return out
 }
 
-// stem folds the commonest English inflections so "dogs" meets "dog".
+// stem folds the commonest English inflections so a question meets its memory
+// whatever the form: cats/cat, allergies/allergy, preferred/prefer,
+// running/run, saving/save, tomatoes/tomato, kilometres/kilometers. It is a
+// small Porter-like step 1, not a dictionary: what matters is that both sides
+// fold to the same key, not that the key is a real word.
 func stem(w string) string {
+	if len(w) <= 3 || !isASCIIWord(w) {
+		return w
+	}
 	switch {
-	case len(w) > 4 && strings.HasSuffix(w, "ies"):
-		return w[:len(w)-3] + "y"
-	case len(w) > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "is"):
-		return w[:len(w)-1]
+	case strings.HasSuffix(w, "ies") || strings.HasSuffix(w, "ied"):
+		if len(w) > 4 {
+			w = w[:len(w)-3] + "y"
+		}
+	case strings.HasSuffix(w, "sses"):
+		w = w[:len(w)-2]
+	case strings.HasSuffix(w, "ches") || strings.HasSuffix(w, "shes") || strings.HasSuffix(w, "xes"):
+		w = w[:len(w)-2]
+	case strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us"):
+		w = w[:len(w)-1]
+	}
+	// Then -ing/-ed, also after a plural (meetings → meeting → meet).
+	switch {
+	case strings.HasSuffix(w, "ing") && hasVowel(w[:len(w)-3]) && len(w) > 5:
+		w = undouble(w[:len(w)-3])
+	case strings.HasSuffix(w, "ed") && !strings.HasSuffix(w, "eed") && hasVowel(w[:len(w)-2]) && len(w) > 4:
+		w = undouble(w[:len(w)-2])
+	}
+	// tomatoes → tomatoe → tomato, but shoe stays shoe.
+	if len(w) >= 6 && strings.HasSuffix(w, "oe") {
+		w = w[:len(w)-1]
+	}
+	// British -tre spells the same word as -ter (kilometre, centre).
+	if len(w) > 4 && strings.HasSuffix(w, "tre") {
+		w = w[:len(w)-2] + "er"
+	}
+	// A silent final e: save/saving/saved all fold to "sav".
+	if len(w) > 3 && strings.HasSuffix(w, "e") && !strings.HasSuffix(w, "ee") {
+		w = w[:len(w)-1]
 	}
 	return w
+}
+
+// undouble drops a doubled final consonant left by -ing/-ed (running,
+// preferred), keeping ll, ss and zz, which are usually part of the word.
+func undouble(w string) string {
+	n := len(w)
+	if n >= 3 && w[n-1] == w[n-2] && !strings.ContainsRune("aeiouylsz", rune(w[n-1])) {
+		return w[:n-1]
+	}
+	return w
+}
+
+func hasVowel(w string) bool { return strings.ContainsAny(w, "aeiouy") }
+
+// isASCIIWord reports whether w is all ASCII letters: the rules are English
+// ones, and must not cut other languages' words or numbers like "5ks".
+func isASCIIWord(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
 }
 
 // Terms returns the index terms of text in order, with repeats: English words
