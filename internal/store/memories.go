@@ -356,10 +356,14 @@ const (
 	bm25B  = 0.75
 )
 
+// lexicalMaxDF is the document frequency above which (and above a tenth of the
+// owner's memories) a query term is too common to look up.
+const lexicalMaxDF = 200
+
 // LexicalMemoryCandidates scores owner's unexpired memories that share a tag
 // with the query tags by BM25 (term frequencies from the index, document
 // frequencies and lengths within owner's memories) and returns the best limit,
-// best first.
+// best first. Terms too common to be worth a lookup are skipped (lexicalMaxDF).
 func (db *DB) LexicalMemoryCandidates(ctx context.Context, owner int64, tags [][]byte, limit int) ([]MemoryHit, error) {
 	if len(tags) == 0 || limit <= 0 {
 		return nil, nil
@@ -400,8 +404,25 @@ func (db *DB) LexicalMemoryCandidates(ctx context.Context, owner int64, tags [][
 	if len(df) == 0 {
 		return nil, nil
 	}
-
-	args = append(args, now)
+	// Terms in a large share of the owner's memories say little (their BM25 weight is
+	// small) and cost a long posting list each: leave them out, keeping the rarest
+	// term when all are common.
+	maxDF := max(lexicalMaxDF, n/10)
+	rarest, rarestDF := "", 0
+	var kept []any
+	for tag, d := range df {
+		if rarest == "" || d < rarestDF {
+			rarest, rarestDF = tag, d
+		}
+		if d <= maxDF {
+			kept = append(kept, []byte(tag))
+		}
+	}
+	if len(kept) == 0 {
+		kept = []any{[]byte(rarest)}
+	}
+	in = placeholders(len(kept))
+	args = append(append([]any{owner}, kept...), now)
 	rows, err = db.pool.QueryContext(ctx, `SELECT m.id, t.term, t.tf, m.term_count
 		FROM memory_terms t JOIN memories m ON m.seq = t.memory_seq
 		WHERE t.owner_id = ? AND t.term IN (`+in+`) AND (m.expires_at IS NULL OR m.expires_at > ?)`, args...)
