@@ -72,6 +72,13 @@ func (s *Server) routes() *echo.Echo {
 	a.POST("/settings/mcp/:sid/disable", s.disableMCPServer)
 	a.POST("/settings/mcp/:sid/delete", s.deleteMCPServer)
 
+	// Other users' memories: admins only, and a 404 to everyone else (hideFromNonAdmins).
+	am := u.Group("/settings/memories", s.hideFromNonAdmins)
+	am.GET("", s.showAdminMemories)
+	am.POST("/:uid/reveal", s.revealMemories)
+	am.POST("/:uid/delete", s.adminDeleteMemories)
+	am.POST("/:uid/forget-all", s.adminForgetAll)
+
 	e.RouteNotFound("/*", func(c echo.Context) error { return echo.ErrNotFound })
 	return e
 }
