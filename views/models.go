@@ -268,6 +268,8 @@ type Memories struct {
 	Notice      string
 	Error       string            // a failed action on the list, e.g. forget-selected with nothing selected
 	Audit       []MemoryAuditItem // what admins did to these memories, newest first
+	Import      string            // the import paste, refilled after an error
+	ImportError string
 }
 
 // ForgetAllWord is what the user types to confirm forgetting every memory: a

@@ -1,12 +1,16 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"html"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"atrium/internal/memory"
 	"atrium/internal/store"
@@ -212,4 +216,119 @@ func TestAdminDeletesArePhysicalAndAudited(t *testing.T) {
 			t.Error("bob sees entries about ann")
 		}
 	})
+}
+
+type exportDoc struct {
+	Memories []struct {
+		Kind, Text, Source string
+		CreatedAt          string `json:"created_at"`
+	} `json:"memories"`
+}
+
+func TestMemoryExportImportRoundTrip(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	ann := env.user(admin, "ann")
+	bob := env.user(admin, "bob")
+	ann.addMemory(memory.KindPreference, "I prefer metric units")
+	env.clock.advance(2 * time.Minute) // distinct dates, so the order is checked
+	ann.addMemory(memory.KindFact, `Ann's "tea" is <oolong> & milk`)
+
+	r := ann.get("/memories/export")
+	wantStatus(t, r, http.StatusOK)
+	if cd := r.Header.Get("Content-Disposition"); !strings.Contains(cd, "attachment") || !strings.Contains(r.Header.Get("Content-Type"), "json") {
+		t.Errorf("export headers: %q, %q", cd, r.Header.Get("Content-Type"))
+	}
+	var doc exportDoc
+	if err := json.Unmarshal([]byte(r.body), &doc); err != nil {
+		t.Fatalf("the export is not JSON: %v\n%s", err, r.body)
+	}
+	if len(doc.Memories) != 2 || doc.Memories[0].Text != "I prefer metric units" || doc.Memories[1].Kind != memory.KindFact ||
+		doc.Memories[0].Source != memory.SourceManual || doc.Memories[1].Text != `Ann's "tea" is <oolong> & milk` {
+		t.Fatalf("the export, oldest first: %+v", doc)
+	}
+	if _, err := time.Parse(time.RFC3339, doc.Memories[0].CreatedAt); err != nil {
+		t.Errorf("created_at is not RFC 3339: %v", err)
+	}
+	if !strings.Contains(r.body, "<oolong> & milk") {
+		t.Error("the export escapes < > & in texts")
+	}
+
+	env.clock.advance(10 * time.Minute)
+	wantRedirect(t, bob.post("/memories/import", url.Values{"json": {r.body}}), "/memories?notice="+url.QueryEscape("Imported 2 memories."))
+	got := env.memories("bob") // newest first
+	if len(got) != 2 || got[1].Text != "I prefer metric units" || got[0].Kind != memory.KindFact || got[0].Text != doc.Memories[1].Text {
+		t.Fatalf("bob's memories after the import: %+v", got)
+	}
+	for i, m := range got {
+		want := doc.Memories[1-i]
+		if m.Source.Kind != memory.SourceImport || m.CreatedAt.UTC().Format(time.RFC3339) != want.CreatedAt {
+			t.Errorf("imported %q: source %s, created %s, want import, %s", m.Text, m.Source.Kind, m.CreatedAt, want.CreatedAt)
+		}
+	}
+	if len(env.memories("ann")) != 2 {
+		t.Error("the import changed ann's memories")
+	}
+	if hits := memoryIDs(bob.get("/memories?q=metric").body); len(hits) != 1 || hits[0] != got[1].ID {
+		t.Errorf("the imported memory is not found by search: %v", hits)
+	}
+
+	// A file works like a paste.
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	mw.WriteField("_csrf", admin.token())
+	fw, _ := mw.CreateFormFile("file", "atrium-memories.json")
+	fw.Write([]byte(r.body))
+	mw.Close()
+	req, _ := http.NewRequest(http.MethodPost, env.ts.URL+"/memories/import", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	wantRedirect(t, admin.do(req), "/memories?notice="+url.QueryEscape("Imported 2 memories."))
+	if n := len(env.memories("admin")); n != 2 {
+		t.Errorf("the file import saved %d memories", n)
+	}
+}
+
+func TestMemoryImportRefusesAndChangesNothing(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	ann := env.user(admin, "ann")
+	ann.addMemory(memory.KindFact, "Ann already knows this")
+
+	cases := []struct{ name, paste, want string }{
+		{"malformed", "{\n  \"memories\": [\n    {\"kind\": \"fact\" \"text\": \"Gribbleton is nice\"}\n  ]\n}",
+			"line 3, column 21: invalid character"},
+		{"unexpected end", "{\"memories\": [\n  {\"kind\": \"fact\", \"text\": \"Gribbleton\"},", "line 2, column"},
+		{"wrong type", "{\"memories\": [\n  {\"kind\": 5, \"text\": \"Gribbleton\"}]}", `line 2, column 12: "kind" must be a string`},
+		{"not a list", `{"memories": {"kind": "fact"}}`, `line 1, column 14: "memories" must be a list`},
+		{"no memories key", `{"items": []}`, `found no "memories" key`},
+		{"empty", "  ", "The import is empty"},
+		{"bad kind", "{\"memories\": [\n  {\"kind\": \"fact\", \"text\": \"Gribbleton is fine\"},\n  {\"kind\": \"gossip\", \"text\": \"x\"}]}",
+			`entry 2 (line 3): unknown kind "gossip"`},
+		{"bad date", "{\"memories\": [{\"kind\": \"fact\", \"text\": \"Gribbleton\", \"created_at\": \"yesterday\"}]}",
+			`entry 1 (line 1): "created_at" must be an RFC 3339 time`},
+		{"secret", "{\"memories\": [\n  {\"kind\": \"fact\", \"text\": \"Gribbleton sploonfarthing is a town\"},\n  {\"kind\": \"fact\", \"text\": \"my password is hunter22\"}\n]}",
+			"entry 2 (line 3): This looks like it contains a password"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := ann.post("/memories/import", url.Values{"json": {c.paste}})
+			wantStatus(t, r, http.StatusBadRequest)
+			if !strings.Contains(r.body, html.EscapeString(c.want)) || !strings.Contains(r.body, "Nothing was imported.") {
+				msg := r.body
+				if i := strings.Index(msg, `data-testid="form-error"`); i >= 0 {
+					msg = msg[i:min(len(msg), i+400)]
+				}
+				t.Errorf("the refusal does not say %q: %s", c.want, msg)
+			}
+			if c.paste != "  " && !strings.Contains(r.body, html.EscapeString(c.paste)+"</textarea>") {
+				t.Error("the paste is not refilled")
+			}
+			if ms := env.memories("ann"); len(ms) != 1 || ms[0].Text != "Ann already knows this" {
+				t.Errorf("a refused import changed the memories: %+v", ms)
+			}
+		})
+	}
+	// The secret's entry came after a good one: that one was saved and then
+	// physically undone.
+	env.scanFor("after the refused import", "sploonfarthing hunter22")
 }

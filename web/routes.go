@@ -46,6 +46,8 @@ func (s *Server) routes() *echo.Echo {
 	u.POST("/memories", s.createMemory)
 	u.POST("/memories/delete", s.deleteMemories)
 	u.POST("/memories/forget-all", s.forgetAllMemories)
+	u.GET("/memories/export", s.exportMemories)
+	u.POST("/memories/import", s.importMemories)
 	u.POST("/memories/:id", s.updateMemory)
 	u.POST("/memories/:id/delete", s.deleteMemory)
 
