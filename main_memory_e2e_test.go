@@ -89,3 +89,62 @@ func TestEndToEndMemory(t *testing.T) {
 	}
 	problems.Check(t)
 }
+
+// TestEndToEndAdminMemoryReveal: an admin sees bob's memories as a count without the
+// text, reveals them (behind a confirm), and bob then finds the reveal on his own
+// Memories page.
+func TestEndToEndAdminMemoryReveal(t *testing.T) {
+	ctx, problems := browsertest.New(t, 1200, 900)
+	fake := llmtest.NewServer(t)
+	fake.SetModels("fake-model")
+	a := startApp(t, nil)
+	run := stepRunner(t, ctx)
+	setUpInBrowser(run, a, fake)
+	const text = "Bob keeps his bicycle in the cellar"
+	run("create bob",
+		chromedp.Navigate(a.URL+"/admin/users"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=user-create-form]`)),
+		chromedp.SendKeys(chromedp.CSS(`#new-user-username`), "bob"),
+		chromedp.SendKeys(chromedp.CSS(`#new-user-password`), "bob password 1"),
+		chromedp.Click(chromedp.CSS(`[data-testid=user-create]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=flash], [data-testid=form-notice]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid=logout]`)),
+		loginSteps("bob", "bob password 1"),
+	)
+	run("bob adds a memory",
+		chromedp.Navigate(a.URL+"/memories"),
+		chromedp.WaitVisible(chromedp.CSS(`#new-memory-text`)),
+		chromedp.SendKeys(chromedp.CSS(`#new-memory-text`), text),
+		chromedp.Click(chromedp.CSS(`[data-testid=memory-add]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=memory] [data-testid=memory-text-shown]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid=logout]`)),
+		loginSteps("alice", "correct horse battery"),
+	)
+	bob := `[data-testid=memory-owner][data-username=bob] `
+	var count, before, revealed string
+	run("alice sees metadata, then reveals",
+		chromedp.Click(chromedp.CSS(`[data-testid=nav-admin-memories]`)),
+		chromedp.WaitVisible(chromedp.CSS(bob+`[data-testid=memory-owner-count]`)),
+		into(&count, chromedp.Text(chromedp.CSS(bob+`[data-testid=memory-owner-count]`))),
+		into(&before, chromedp.Evaluate[string](`document.body.textContent`)),
+		chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
+		chromedp.Click(chromedp.CSS(bob+`[data-testid=memory-owner-reveal]`)),
+		chromedp.WaitVisible(chromedp.CSS(bob+`[data-testid=admin-memory-text]`)),
+		into(&revealed, chromedp.Text(chromedp.CSS(bob+`[data-testid=admin-memory-text]`))),
+	)
+	if count != "1" || strings.Contains(before, "bicycle") || revealed != text {
+		t.Errorf("count %q, text before the reveal %v, revealed %q", count, strings.Contains(before, "bicycle"), revealed)
+	}
+	var entry string
+	run("bob sees the reveal",
+		chromedp.Click(chromedp.CSS(`[data-testid=logout]`)),
+		loginSteps("bob", "bob password 1"),
+		chromedp.Navigate(a.URL+"/memories"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=memory-audit-entry]`)),
+		into(&entry, chromedp.Text(chromedp.CSS(`[data-testid=memory-audit-entry]`))),
+	)
+	if !strings.Contains(entry, "Admin alice viewed your memories on") {
+		t.Errorf("bob's audit entry: %q", entry)
+	}
+	problems.Check(t)
+}

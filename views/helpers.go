@@ -270,3 +270,47 @@ func plural(n int, one, many string) string {
 	}
 	return many
 }
+
+func adminMemoryPath(uid int64, rest string) string {
+	return "/settings/memories/" + strconv.FormatInt(uid, 10) + rest
+}
+
+// auditWho names the admin of an audit entry; a deleted account is still an admin.
+func auditWho(a MemoryAuditItem) string {
+	if a.Admin == "" {
+		return "An admin (since deleted)"
+	}
+	return "Admin " + a.Admin
+}
+
+// auditWhat is what the admin did, in the user's words.
+func auditWhat(a MemoryAuditItem) string {
+	switch a.Action {
+	case "reveal":
+		return "viewed your memories"
+	case "delete":
+		return "deleted " + itoa(a.Count) + " of your memories"
+	case "delete-all":
+		return "deleted all " + itoa(a.Count) + " of your memories"
+	}
+	return a.Action
+}
+
+// byteSize is n bytes for people: 512 B, 3.4 KB, 1.2 MB.
+func byteSize(n int64) string {
+	switch {
+	case n < 1000:
+		return strconv.FormatInt(n, 10) + " B"
+	case n < 1000*1000:
+		return strconv.FormatFloat(float64(n)/1000, 'f', 1, 64) + " KB"
+	}
+	return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + " MB"
+}
+
+// adminSourceLabel is memorySourceLabel as an admin reads it: "you" is the user.
+func adminSourceLabel(source string) string {
+	if source == "manual" {
+		return "added by the user"
+	}
+	return memorySourceLabel(source)
+}

@@ -267,7 +267,10 @@ type Memories struct {
 	Edit        MemoryForm // a failed edit, shown open on its memory
 	ForgetError string     // a forget-all without the typed confirmation
 	Notice      string
-	Error       string // a failed action on the list, e.g. forget-selected with nothing selected
+	Error       string            // a failed action on the list, e.g. forget-selected with nothing selected
+	Audit       []MemoryAuditItem // what admins did to these memories, newest first
+	Import      string            // the import paste, refilled after an error
+	ImportError string
 	Settings    MemorySettings
 }
 
@@ -280,3 +283,39 @@ type MemorySettings struct {
 // ForgetAllWord is what the user types to confirm forgetting every memory: a
 // deliberate step, since it cannot be undone.
 const ForgetAllWord = "forget everything"
+
+// MemoryAuditItem is one thing an admin did to the user's memories, as the
+// user's Memories page lists it.
+type MemoryAuditItem struct {
+	At     time.Time
+	Admin  string // "" when the admin's account was deleted
+	Action string // reveal|delete|delete-all
+	Count  int    // memories deleted (delete, delete-all) or shown (reveal)
+}
+
+// MemoryKindCount is how many of a user's memories are of one kind.
+type MemoryKindCount struct {
+	Kind  string
+	Count int
+}
+
+// AdminMemoryUser is one user on the admin Memories page: metadata only, unless
+// Revealed, when Items holds the texts for this one response.
+type AdminMemoryUser struct {
+	ID             int64
+	Username       string
+	Count          int
+	Kinds          []MemoryKindCount // only kinds with memories
+	Bytes          int64             // total size of the sealed texts
+	Oldest, Newest time.Time         // zero when Count is 0
+	LastUsed       *time.Time
+	Revealed       bool
+	Items          []MemoryItem
+	ForgetError    string // a forget-all of this user without the typed confirmation
+}
+
+// AdminMemories is the admin Settings → Memories page.
+type AdminMemories struct {
+	Users         []AdminMemoryUser
+	Notice, Error string
+}

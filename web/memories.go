@@ -46,6 +46,9 @@ func (s *Server) memoriesView(ctx context.Context, owner int64, q string) (views
 		return v, err
 	}
 	v.Settings = views.MemorySettings{Enabled: st.Enabled, Extract: st.Extract}
+	if v.Audit, err = s.memoryAudit(ctx, owner); err != nil {
+		return v, err
+	}
 	if v.Query == "" {
 		for _, m := range all {
 			v.Items = append(v.Items, memoryItem(m))

@@ -47,6 +47,8 @@ func (s *Server) routes() *echo.Echo {
 	u.POST("/memories/delete", s.deleteMemories)
 	u.POST("/memories/settings", s.setMemorySettings)
 	u.POST("/memories/forget-all", s.forgetAllMemories)
+	u.GET("/memories/export", s.exportMemories)
+	u.POST("/memories/import", s.importMemories)
 	u.POST("/memories/:id", s.updateMemory)
 	u.POST("/memories/:id/delete", s.deleteMemory)
 
@@ -72,6 +74,13 @@ func (s *Server) routes() *echo.Echo {
 	a.POST("/settings/mcp/:sid/enable", s.enableMCPServer)
 	a.POST("/settings/mcp/:sid/disable", s.disableMCPServer)
 	a.POST("/settings/mcp/:sid/delete", s.deleteMCPServer)
+
+	// Other users' memories: admins only, and a 404 to everyone else (hideFromNonAdmins).
+	am := u.Group("/settings/memories", s.hideFromNonAdmins)
+	am.GET("", s.showAdminMemories)
+	am.POST("/:uid/reveal", s.revealMemories)
+	am.POST("/:uid/delete", s.adminDeleteMemories)
+	am.POST("/:uid/forget-all", s.adminForgetAll)
 
 	e.RouteNotFound("/*", func(c echo.Context) error { return echo.ErrNotFound })
 	return e

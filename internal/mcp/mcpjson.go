@@ -15,14 +15,13 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"atrium/internal/errs"
+	"atrium/internal/jsonpos"
 )
 
 // RedactedValue stands for a secret (an env value, a header value, the bearer token)
@@ -179,19 +178,7 @@ func ParseServersJSON(data []byte) ([]ServerConfig, error) {
 }
 
 // syntaxError turns a decoding error into "line L, column C: <what>".
-func syntaxError(data []byte, err error) error {
-	var se *json.SyntaxError
-	if !errors.As(err, &se) {
-		return errs.Wrap(errs.Invalid, err, "the JSON could not be read")
-	}
-	// Offset counts the bytes read, including the offending one.
-	off := int(se.Offset) - 1
-	if end := len(bytes.TrimRight(data, " \t\r\n")); off >= end {
-		off = end // unexpected end: point just after the last thing written
-	}
-	p := parser{data: data}
-	return p.at(off, "%s", se.Error())
-}
+func syntaxError(data []byte, err error) error { return jsonpos.Error(data, err) }
 
 // member is one key of a JSON object with its value and where both start.
 type member struct {
@@ -436,24 +423,10 @@ func (p *parser) failField(m, field member, format string, args ...any) {
 
 // at returns an errs.Invalid "line L, column C: <what>" for byte offset off.
 func (p *parser) at(off int, format string, args ...any) error {
-	line, col := p.position(off)
-	return errs.E(errs.Invalid, "line %d, column %d: %s", line, col, fmt.Sprintf(format, args...))
+	return jsonpos.At(p.data, off, format, args...)
 }
 
-func (p *parser) line(off int) int {
-	l, _ := p.position(off)
-	return l
-}
-
-// position converts a byte offset into a 1-based line and column; the column
-// counts characters, as editors do.
-func (p *parser) position(off int) (line, col int) {
-	off = max(0, min(off, len(p.data)))
-	before := p.data[:off]
-	line = bytes.Count(before, []byte("\n")) + 1
-	start := bytes.LastIndexByte(before, '\n') + 1
-	return line, utf8.RuneCount(before[start:]) + 1
-}
+func (p *parser) line(off int) int { return jsonpos.Line(p.data, off) }
 
 func skipSpace(data []byte, off int) int {
 	for off < len(data) && (data[off] == ' ' || data[off] == '\t' || data[off] == '\r' || data[off] == '\n') {
