@@ -214,6 +214,13 @@ func (s *Server) importMemories(c echo.Context) error {
 	if err != nil {
 		return fail(err)
 	}
+	// Every text is checked before anything is written: a refused one (a secret)
+	// names its entry and changes nothing.
+	for i, e := range entries {
+		if err := memory.CheckText(e.Text); err != nil {
+			return fail(errs.E(errs.Code(err), "entry %d (line %d): %s", i+1, e.line, errs.Message(err)))
+		}
+	}
 	ctx := c.Request().Context()
 	var saved []string
 	for i, e := range entries {
@@ -225,6 +232,7 @@ func (s *Server) importMemories(c echo.Context) error {
 			}
 		}
 		if err != nil {
+			// Checked above, so only a failure of the store gets here: undo.
 			if rerr := s.undoImport(ctx, u.ID, saved); rerr != nil {
 				return fmt.Errorf("web: import failed at entry %d (%v), and undoing it failed: %w", i+1, err, rerr)
 			}

@@ -163,6 +163,14 @@ func validSource(k string) bool {
 	return false
 }
 
+// CheckText reports whether text would be accepted as a memory (not empty, not too
+// long, no secrets), with the same errs.Invalid messages Save gives, so that a batch
+// (an import) can be checked whole before anything is written.
+func CheckText(text string) error {
+	_, err := cleanText(text)
+	return err
+}
+
 // cleanText trims text and refuses empty, overlong and secret-bearing texts.
 func cleanText(text string) (string, error) {
 	text = strings.TrimSpace(text)
