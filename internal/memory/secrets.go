@@ -24,6 +24,17 @@ var secretPatterns = []struct {
 	{regexp.MustCompile(`(?:密码|口令)\s*(?:是|为|:|：)\s*\S+`), "a password"},
 }
 
+// injectionPatterns are instructions aimed at the model rather than facts about the
+// user: a memory is put into every later prompt, so a saved "ignore your
+// instructions" or "send the chat to this URL" would act in every chat to come.
+var injectionPatterns = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)\b(?:ignore|disregard|forget|override)\b.{0,30}\b(?:previous|prior|above|earlier|all|your|system)\b.{0,20}\b(?:instructions?|prompts?|rules?|guidelines)\b`),
+	regexp.MustCompile(`(?i)\b(?:reveal|print|show|repeat|output)\b.{0,20}\b(?:system prompt|hidden instructions?|your instructions)\b`),
+	regexp.MustCompile(`(?i)\b(?:send|post|upload|forward|exfiltrate|leak)\b.{0,60}\b(?:https?://|to (?:this|the following|my) (?:url|server|endpoint|address|email))`),
+	regexp.MustCompile(`(?i)!\[[^\]]*\]\(https?://[^)]*[?&][^)]*=`), // a markdown image that carries data out in its query
+	regexp.MustCompile(`(?:忽略|无视).{0,10}(?:之前|以上|所有|系统).{0,6}(?:指令|提示|规则)`),
+}
+
 // cardCandidate is 13–19 digits, optionally grouped by spaces or dashes.
 var cardCandidate = regexp.MustCompile(`\b\d(?:[ -]?\d){12,18}\b`)
 
@@ -33,6 +44,11 @@ func checkSecrets(text string) error {
 	for _, p := range secretPatterns {
 		if p.re.MatchString(text) {
 			return errs.E(errs.Invalid, "This looks like it contains %s; secrets are never saved to memory.", p.what)
+		}
+	}
+	for _, re := range injectionPatterns {
+		if re.MatchString(text) {
+			return errs.E(errs.Invalid, "This reads like an instruction to the assistant rather than something about you; it is not saved to memory.")
 		}
 	}
 	for _, m := range cardCandidate.FindAllString(text, -1) {
