@@ -45,6 +45,9 @@ type App struct {
 	Hub       *web.Hub
 	Web       *web.Server
 	Log       *slog.Logger
+
+	stopPurge context.CancelFunc // ends the expired-memory purge loop
+	purged    chan struct{}      // closed when it has ended
 }
 
 // Options are what tests vary; the zero value is what the program runs with.
@@ -157,6 +160,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	a.Web = web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: a.Agent, Hub: a.Hub, Providers: a.Providers,
 		Recorder: a.Recorder, MCP: a.MCP, Memory: a.Memory, CSRFKey: csrfKey, Log: log, Now: o.Now, NewID: uuid.NewString})
 	a.MCP.Subscribe(a.Web.MCPChanged)
+	a.startPurge()
 	// MCP servers connect in the background: readiness never waits for them.
 	if err := a.Web.ApplyMCP(ctx); err != nil {
 		log.Error("mcp: could not load the configured servers", "err", err)
@@ -183,6 +187,32 @@ func agentConfig(cfg config.Config, over agent.Config) agent.Config {
 	return c
 }
 
+// purgeEvery is how often expired memories are deleted (also once at start).
+const purgeEvery = time.Hour
+
+// startPurge deletes expired memories now and every purgeEvery until Shutdown.
+func (a *App) startPurge() {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stopPurge, a.purged = cancel, make(chan struct{})
+	go func() {
+		defer close(a.purged)
+		t := time.NewTicker(purgeEvery)
+		defer t.Stop()
+		for {
+			if n, err := a.Memory.PurgeExpired(ctx); err != nil && ctx.Err() == nil {
+				a.Log.Warn("memory: purge expired", "err", err)
+			} else if n > 0 {
+				a.Log.Info("memory: purged expired memories", "count", n)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
 // Handler is the root HTTP handler.
 func (a *App) Handler() http.Handler { return a.Web.Handler() }
 
@@ -192,6 +222,8 @@ func (a *App) Handler() http.Handler { return a.Web.Handler() }
 // happens. Then stop the HTTP server and Close.
 func (a *App) Shutdown(ctx context.Context) error {
 	err := a.Agent.Shutdown(ctx)
+	a.stopPurge()
+	<-a.purged
 	a.MCP.Close()
 	a.Hub.CloseAll()
 	return err
