@@ -46,7 +46,8 @@ func (t *turn) memorySettings(ctx context.Context) {
 const (
 	maxRecalled   = 5
 	recallTimeout = 2 * time.Second
-	maxForgotten  = 3 // memories one "forget …" may remove
+	maxForgotten  = 3   // memories one "forget …" may remove
+	forgetMatch   = 0.6 // ... each matching its words at least this share of the best match's score
 )
 
 // recall looks up the user's long-term memories for the message, once per run, and
@@ -126,10 +127,15 @@ func (t *turn) memoryCommand(ctx context.Context) {
 	t.memoryRequest = true
 	res, err := a.Memory.Search(ctx, t.s.OwnerID, strings.TrimSpace(m[1]+m[2]), maxForgotten)
 	w := &MemoryWrite{Op: "forget", Err: err}
+	best := 0.0
 	for _, h := range res.Hits {
-		// Only memories that share words with the request: a vector neighbour alone
+		best = max(best, h.Lexical)
+	}
+	for _, h := range res.Hits {
+		// Only memories that share words with the request about as well as the best
+		// match: a vector neighbour, or a memory sharing one common word ("prefer"),
 		// is too weak a reason to delete something for good.
-		if h.Lexical <= 0 {
+		if h.Lexical <= 0 || h.Lexical < forgetMatch*best {
 			continue
 		}
 		if err := a.Memory.Forget(ctx, t.s.OwnerID, h.ID); err != nil {

@@ -143,9 +143,12 @@ func TestExplicitMemoryRequests(t *testing.T) {
 		}
 	}
 
-	say("forget that I prefer metric units", "Forgot 1 memory")
+	if _, err := h.memory.Save(ctx, owner, memory.KindPreference, "I prefer tea over coffee", memory.Source{Kind: memory.SourceManual}, 0.9); err != nil {
+		t.Fatal(err)
+	}
+	say("forget that I prefer metric units", "Forgot 1 memory") // not the tea, which shares only "prefer"
 	say("forget about my favourite colour", "nothing was forgotten")
-	if got, want := texts(), []string{"fact: 我的猫叫小白"}; !slices.Equal(got, want) {
+	if got, want := texts(), []string{"fact: 我的猫叫小白", "preference: I prefer tea over coffee"}; !slices.Equal(got, want) {
 		t.Fatalf("after forgetting: %q, want %q", got, want)
 	}
 	if n := len(h.llm.Requests()); n != 5 {
@@ -162,7 +165,7 @@ func TestExplicitMemoryRequests(t *testing.T) {
 	if n := h.sink.count(agent.EventNotice); n != notices {
 		t.Errorf("%d notices after questions and pronouns, want still 5", n)
 	}
-	if got, want := texts(), []string{"fact: 我的猫叫小白"}; !slices.Equal(got, want) {
+	if got, want := texts(), []string{"fact: 我的猫叫小白", "preference: I prefer tea over coffee"}; !slices.Equal(got, want) {
 		t.Errorf("memories after non-requests: %q, want %q", got, want)
 	}
 }
