@@ -109,10 +109,12 @@ type MemoryRecall struct {
 	Err         error // the lookup failed altogether; the run went on without memories
 }
 
-// MemoryWrite is a change to the user's memories made by a run: saved (one id) or
-// forgotten (the ids removed). Err is set when it failed or was refused.
+// MemoryWrite is a change to the user's memories made by a run: an explicit request
+// (Op "save" or "forget", IDs the memories saved or removed) or the extraction after
+// the reply (Op "extract", IDs as "add:id", "update:id" or "delete:id"). Err is set
+// when something failed or was refused.
 type MemoryWrite struct {
-	Op  string // "save" or "forget"
+	Op  string
 	IDs []string
 	Err error
 }
