@@ -46,6 +46,7 @@ type App struct {
 	Web       *web.Server
 	Log       *slog.Logger
 
+	embedder  string             // names the memory embedder, for Reindex
 	stopPurge context.CancelFunc // ends the expired-memory purge loop
 	purged    chan struct{}      // closed when it has ended
 }
@@ -123,8 +124,9 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	}
 	a.Providers = &providers.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout,
 		IdleTimeout: cfg.ModelIdleTimeout, Redactor: a.Recorder.Redactor()}
-	// Long-term memory embeds offline; an embeddings endpoint comes with its settings.
-	a.Memory = memory.NewService(db, keys, memory.HashEmbedder{})
+	emb, embName := memoryEmbedder(cfg)
+	a.Memory = memory.NewService(db, keys, emb)
+	a.embedder = embName
 	a.Tools = tools.NewRegistry(db, tools.HashEmbedder{})
 	if err := tools.RegisterBuiltins(a.Tools, time.Now, db); err != nil {
 		return err
@@ -187,15 +189,35 @@ func agentConfig(cfg config.Config, over agent.Config) agent.Config {
 	return c
 }
 
+// memoryEmbedder is the configured embeddings endpoint, or the offline embedder, and
+// a name for it that changes when its vectors would (endpoint, model, width).
+func memoryEmbedder(cfg config.Config) (memory.Embedder, string) {
+	if cfg.EmbeddingsURL == "" {
+		return memory.HashEmbedder{}, "hash"
+	}
+	return &memory.OpenAIEmbedder{BaseURL: cfg.EmbeddingsURL, Model: cfg.EmbeddingsModel, APIKey: cfg.EmbeddingsKey,
+			Dimensions: cfg.EmbeddingsDimensions},
+		fmt.Sprintf("openai|%s|%s|%d", cfg.EmbeddingsURL, cfg.EmbeddingsModel, cfg.EmbeddingsDimensions)
+}
+
 // purgeEvery is how often expired memories are deleted (also once at start).
 const purgeEvery = time.Hour
 
-// startPurge deletes expired memories now and every purgeEvery until Shutdown.
+// startPurge reindexes memories if the embedder changed, then deletes expired
+// memories now and every purgeEvery until Shutdown. It runs in the background: start-up
+// never waits for the embeddings endpoint.
 func (a *App) startPurge() {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopPurge, a.purged = cancel, make(chan struct{})
 	go func() {
 		defer close(a.purged)
+		// A new embedding model (or index format) needs every memory indexed again;
+		// until then lexical search works and vector search may miss.
+		if n, err := a.Memory.Reindex(ctx, a.embedder); err != nil && ctx.Err() == nil {
+			a.Log.Warn("memory: reindex failed; will retry at the next start", "err", err)
+		} else if n > 0 {
+			a.Log.Info("memory: reindexed memories", "count", n, "embedder", a.embedder)
+		}
 		t := time.NewTicker(purgeEvery)
 		defer t.Stop()
 		for {

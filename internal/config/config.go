@@ -30,6 +30,10 @@ type Config struct {
 	LoginTTL          time.Duration // lifetime of a login cookie session
 	ShutdownTimeout   time.Duration // grace period for in-flight work on shutdown
 	MemoryExtraction  bool          // after each reply, ask the chat's model what is worth remembering
+	// An OpenAI-compatible embeddings endpoint for memory ("" = the offline embedder).
+	EmbeddingsURL, EmbeddingsModel string
+	EmbeddingsKey                  string // secret
+	EmbeddingsDimensions           int    // asked of the model when > 0; at most 512
 }
 
 // LogValue keeps the master key out of logs: slog.Info("config", "config", cfg) is safe.
@@ -51,6 +55,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("login_ttl", c.LoginTTL),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 		slog.Bool("memory_extraction", c.MemoryExtraction),
+		slog.String("embeddings_url", c.EmbeddingsURL),
+		slog.String("embeddings_model", c.EmbeddingsModel),
 	)
 }
 
@@ -144,6 +150,30 @@ var settings = []setting{
 			c.MemoryExtraction = b
 			return nil
 		}},
+	{flag: "embeddings-url", env: "ATRIUM_EMBEDDINGS_URL", def: "", arg: "url",
+		help: "OpenAI-compatible embeddings endpoint for memory search, e.g. http://localhost:11434/v1; empty = the built-in offline embedder",
+		set: func(c *Config, v string) error {
+			if v != "" && !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
+				return fmt.Errorf("%q is not an http(s) URL", v)
+			}
+			c.EmbeddingsURL = strings.TrimSuffix(v, "/")
+			return nil
+		}},
+	{flag: "embeddings-model", env: "ATRIUM_EMBEDDINGS_MODEL", def: "", arg: "name",
+		help: "embedding model at the embeddings endpoint, e.g. all-minilm or text-embedding-3-small",
+		set: func(c *Config, v string) error {
+			c.EmbeddingsModel = v
+			return nil
+		}},
+	{flag: "embeddings-key", env: "ATRIUM_EMBEDDINGS_KEY", def: "", arg: "key", secret: true,
+		help: "API key for the embeddings endpoint (prefer the env variable)",
+		set: func(c *Config, v string) error {
+			c.EmbeddingsKey = v
+			return nil
+		}},
+	{flag: "embeddings-dimensions", env: "ATRIUM_EMBEDDINGS_DIMENSIONS", def: "0", arg: "n",
+		help: "vector width to ask the embedding model for (0 = its own; memory vectors hold at most 512)",
+		set:  intInto(0, 512, func(c *Config) *int { return &c.EmbeddingsDimensions })},
 	{flag: "shutdown-timeout", env: "ATRIUM_SHUTDOWN_TIMEOUT", def: "10s", arg: "duration",
 		help: "how long to let running work finish on shutdown",
 		set:  durationInto(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
@@ -217,6 +247,9 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 			}
 			return Config{}, fmt.Errorf("config: %s: %v", name, err)
 		}
+	}
+	if (c.EmbeddingsURL == "") != (c.EmbeddingsModel == "") {
+		return Config{}, errors.New("config: ATRIUM_EMBEDDINGS_URL and ATRIUM_EMBEDDINGS_MODEL go together: set both or neither")
 	}
 	return c, nil
 }

@@ -206,16 +206,7 @@ func (db *DB) UpdateMemory(ctx context.Context, owner int64, id string, sealed [
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_terms WHERE memory_seq = ?`, m.Seq); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_vectors WHERE rowid = ?`, m.Seq); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_embeddings WHERE seq = ?`, m.Seq); err != nil {
-			return err
-		}
-		return writeMemoryIndex(ctx, tx, &m, ix)
+		return replaceMemoryIndex(ctx, tx, &m, ix)
 	})
 	if err != nil {
 		return Memory{}, fmt.Errorf("store: update memory: %w", err)
@@ -223,6 +214,56 @@ func (db *DB) UpdateMemory(ctx context.Context, owner int64, id string, sealed [
 	// The old text's pages are zeroed by secure_delete; the checkpoint removes
 	// the old page images from the WAL too.
 	return m, db.Checkpoint(ctx)
+}
+
+// replaceMemoryIndex drops m's terms and vectors and writes ix in their place.
+func replaceMemoryIndex(ctx context.Context, tx *sql.Tx, m *Memory, ix MemoryIndex) error {
+	for _, q := range []string{`DELETE FROM memory_terms WHERE memory_seq = ?`, `DELETE FROM memory_vectors WHERE rowid = ?`,
+		`DELETE FROM memory_embeddings WHERE seq = ?`} {
+		if _, err := tx.ExecContext(ctx, q, m.Seq); err != nil {
+			return err
+		}
+	}
+	return writeMemoryIndex(ctx, tx, m, ix)
+}
+
+// ReindexMemory replaces the index (terms and vectors) of owner's memory id and keeps
+// its text and dates: for a new embedding model or a changed text normalisation.
+func (db *DB) ReindexMemory(ctx context.Context, owner int64, id string, termCount int, ix MemoryIndex) error {
+	if err := validMemoryIndex(ix); err != nil {
+		return fmt.Errorf("store: reindex memory: %w", err)
+	}
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		m, err := scanMemory(tx.QueryRowContext(ctx, `UPDATE memories SET term_count = ? WHERE owner_id = ? AND id = ? RETURNING `+memoryCols,
+			termCount, owner, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.E(errs.NotFound, "memory not found")
+		}
+		if err != nil {
+			return err
+		}
+		return replaceMemoryIndex(ctx, tx, &m, ix)
+	})
+	if err != nil {
+		return fmt.Errorf("store: reindex memory: %w", err)
+	}
+	return nil
+}
+
+// MemoryOwners lists the users who have memories.
+func (db *DB) MemoryOwners(ctx context.Context) ([]int64, error) {
+	rows, err := db.pool.QueryContext(ctx, `SELECT DISTINCT owner_id FROM memories ORDER BY owner_id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: memory owners: %w", err)
+	}
+	out, err := scanAll(rows, func(r scanner) (int64, error) {
+		var id int64
+		return id, r.Scan(&id)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: memory owners: %w", err)
+	}
+	return out, nil
 }
 
 // MemoryByID returns owner's memory id. Another owner's memory is errs.NotFound,
