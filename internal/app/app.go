@@ -119,6 +119,9 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	a.Keys = keys
 
 	a.Recorder = trace.NewRecorder(db, trace.NewRedactor(), keys)
+	if cfg.EmbeddingsKey != "" {
+		a.Recorder.Redactor().AddSecret(cfg.EmbeddingsKey)
+	}
 	if _, err := a.Recorder.StopUnfinished(ctx); err != nil {
 		return err
 	}

@@ -57,8 +57,8 @@ func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 		return nil, fmt.Errorf("memory: embeddings: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		// The body may echo the request; keep only its start for the log.
-		return nil, fmt.Errorf("memory: embeddings: %s: %.200s", resp.Status, data)
+		// Not the body: it may echo the request, i.e. memory texts, into the log.
+		return nil, fmt.Errorf("memory: embeddings: %s", resp.Status)
 	}
 	var out struct {
 		Data []struct {
