@@ -69,6 +69,16 @@ func TestEndToEndMemory(t *testing.T) {
 	if sys := lastSystem(); !strings.Contains(sys, pref) {
 		t.Errorf("chat B's request does not carry the memory:\n%s", sys)
 	}
+	var chip string
+	run("the reply says so, also after a reload",
+		chromedp.WaitVisible(chromedp.CSS(replies+` [data-testid=memories-used]`)),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(replies+` [data-testid=memories-used]`)),
+		into(&chip, chromedp.Text(chromedp.CSS(replies+` [data-testid=memories-used]`))),
+	)
+	if chip != "1 memory used" {
+		t.Errorf("memory chip %q", chip)
+	}
 
 	run("forget it",
 		sendSteps("forget that I prefer metric units"),

@@ -314,3 +314,11 @@ func adminSourceLabel(source string) string {
 	}
 	return memorySourceLabel(source)
 }
+
+// memoriesUsed is the chip on a reply that was given long-term memories.
+func memoriesUsed(n int) string {
+	if n == 1 {
+		return "1 memory used"
+	}
+	return strconv.Itoa(n) + " memories used"
+}

@@ -55,6 +55,7 @@ type Message struct {
 	CreatedAt time.Time
 	Reasoning string     // the model's reasoning or thinking text, shown collapsed above the answer
 	Tools     []ToolCard // the tool calls of an assistant step, shown below its text
+	Memories  int        // long-term memories the reply was given (a link to the Memories page)
 }
 
 // ToolCard is one tool call of an assistant step: what was asked and what came back.

@@ -29,6 +29,7 @@ func messageView(m store.Message, results map[string]*store.Message) views.Messa
 		return v
 	}
 	v.HTML = markdown.Render(m.Content)
+	v.Memories = len(m.Memories)
 	calls, _ := contextwin.ParseToolCalls(m.ToolCalls)
 	for _, c := range calls {
 		v.Tools = append(v.Tools, toolCard(c, results[c.ID]))

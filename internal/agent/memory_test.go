@@ -43,7 +43,9 @@ func TestMemoriesReachThePinnedZone(t *testing.T) {
 	h.llm.Enqueue(llmtest.Reply{Text: []string{"I know its name."}})
 
 	h.send(t, "what is my cat called?")
-	h.sink.waitFinal(t, 1)
+	if final := h.sink.waitFinal(t, 1); !slices.Contains(final.Memories, fact.ID) {
+		t.Errorf("the reply does not say it used the memory: %v", final.Memories)
+	}
 	ev := h.sink.waitFor(t, agent.EventMemory, 1)
 	h.sink.waitFor(t, agent.EventRunEnded, 1)
 

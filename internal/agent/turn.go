@@ -297,6 +297,7 @@ func (t *turn) save(m *store.Message) error {
 func (t *turn) commitFinal() {
 	m := t.final
 	m.Tokens = max(m.Tokens, t.a.countTokens(m))
+	m.Memories = t.recalled // the reply shows which memories it was given
 	if err := t.save(m); err != nil {
 		t.a.Log.Error("agent: save reply", "session", t.s.ID, "err", err)
 		m.Status, m.Error = store.StatusError, "The reply could not be saved."

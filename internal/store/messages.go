@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"atrium/internal/errs"
@@ -43,11 +44,12 @@ type Message struct {
 	Model      string
 	Tokens     int
 	Duration   time.Duration // a tool call's run time (millisecond precision)
+	Memories   []string      // ids of the long-term memories a reply used
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }
 
-const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, created_at, updated_at`
+const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, created_at, updated_at`
 
 // Page size bounds for LatestMessages and MessagesBefore.
 const (
@@ -74,8 +76,8 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		return st
 	}
 	s.touchSession = prep(`UPDATE sessions SET updated_at = ? WHERE id = ?`)
-	s.insertMsg = prep(`INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, created_at, updated_at)
-		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?11, ?11
+	s.insertMsg = prep(`INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, created_at, updated_at)
+		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?11, ?11
 		FROM messages WHERE session_id = ?1
 		RETURNING id, seq`)
 	s.msgsBefore = prep(`SELECT ` + messageCols + ` FROM messages
@@ -96,8 +98,12 @@ func scanMessage(row scanner) (Message, error) {
 	var m Message
 	var created, updated, durMS int64
 	var toolCalls sql.NullString
+	var memories string
 	err := row.Scan(&m.ID, &m.SessionID, &m.Seq, &m.Role, &m.Content, &m.Reasoning, &toolCalls,
-		&m.ToolCallID, &m.Status, &m.Error, &m.Model, &m.Tokens, &durMS, &created, &updated)
+		&m.ToolCallID, &m.Status, &m.Error, &m.Model, &m.Tokens, &durMS, &memories, &created, &updated)
+	if memories != "" {
+		m.Memories = strings.Split(memories, ",")
+	}
 	m.Duration = time.Duration(durMS) * time.Millisecond
 	if toolCalls.Valid {
 		m.ToolCalls = []byte(toolCalls.String)
@@ -173,7 +179,7 @@ func (db *DB) appendMessages(ctx context.Context, msgs []*Message) error {
 				touched[m.SessionID] = true
 			}
 			err := insert.QueryRowContext(ctx, m.SessionID, m.Role, m.Content, m.Reasoning, nullText(m.ToolCalls),
-				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now, m.Duration.Milliseconds()).Scan(&ids[i], &seqs[i])
+				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now, m.Duration.Milliseconds(), strings.Join(m.Memories, ",")).Scan(&ids[i], &seqs[i])
 			if isCheck(err) {
 				return errs.Wrap(errs.Invalid, err, "invalid message (tool calls must be JSON)")
 			}
