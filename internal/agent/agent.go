@@ -84,7 +84,8 @@ type Agent struct {
 	mu      sync.Mutex
 	runs    map[string]*run
 	queued  map[string]queuedSend
-	folding map[string]bool // sessions with a summary fold in progress
+	folding    map[string]bool // sessions with a summary fold in progress
+	background map[string]int  // after-reply jobs (fold, memory extraction) running per session
 	closed  bool
 	wg      sync.WaitGroup
 }
@@ -149,7 +150,8 @@ func New(d Deps) *Agent {
 	}
 	base, cancel := context.WithCancel(context.Background())
 	return &Agent{Deps: d, cfg: c, instance: uuid.NewString()[:8], base: base, cancelBase: cancel,
-		runs: map[string]*run{}, queued: map[string]queuedSend{}, folding: map[string]bool{}}
+		runs: map[string]*run{}, queued: map[string]queuedSend{}, folding: map[string]bool{},
+		background: map[string]int{}}
 }
 
 // Subscribe adds a consumer of the event stream: every event of every run reaches each
@@ -350,7 +352,7 @@ func (a *Agent) Busy(sessionID string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_, ok := a.runs[sessionID]
-	return ok || a.folding[sessionID]
+	return ok || a.background[sessionID] > 0
 }
 
 // Shutdown refuses new runs, cancels the running ones and waits until their partial

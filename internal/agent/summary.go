@@ -15,16 +15,20 @@ const foldBatch = 200
 // foldLater does a reply's background work after it is committed and the session is
 // free again, so the next message never waits for a model call: it folds the turns
 // that left the verbatim window into the rolling summary, then extracts memories from
-// the user's message. One such job per session at a time (a turn that ends while one
-// runs leaves its fold to the next turn and extracts nothing); shutdown cancels it.
-// The trace run is closed when the job is done.
+// the user's message. One fold per session at a time (a turn that ends while one
+// runs leaves its fold to the next turn); every reply gets its extraction. Shutdown
+// cancels them. The trace run is closed when the job is done.
 func (a *Agent) foldLater(t *turn) {
 	a.mu.Lock()
-	busy := a.folding[t.s.ID]
-	fold, extract := len(t.unsummarised) > 0, t.extractable()
-	start := !busy && !a.closed && (fold || extract) && t.provider != nil && t.final.Status == store.StatusComplete
-	if start {
+	ok := !a.closed && t.provider != nil && t.final.Status == store.StatusComplete
+	fold := ok && len(t.unsummarised) > 0 && !a.folding[t.s.ID]
+	extract := ok && t.extractable()
+	start := fold || extract
+	if fold {
 		a.folding[t.s.ID] = true
+	}
+	if start {
+		a.background[t.s.ID]++
 		a.wg.Add(1)
 	}
 	a.mu.Unlock()
@@ -36,11 +40,16 @@ func (a *Agent) foldLater(t *turn) {
 		defer a.wg.Done()
 		defer func() {
 			a.mu.Lock()
-			delete(a.folding, t.s.ID)
+			if a.background[t.s.ID]--; a.background[t.s.ID] == 0 {
+				delete(a.background, t.s.ID)
+			}
 			a.mu.Unlock()
 		}()
 		if fold {
 			t.fold(a.base)
+			a.mu.Lock()
+			delete(a.folding, t.s.ID)
+			a.mu.Unlock()
 		}
 		if extract {
 			t.extract(a.base)
