@@ -81,13 +81,13 @@ type Agent struct {
 	base       context.Context // background work (summary folds); cancelled by Shutdown
 	cancelBase context.CancelFunc
 
-	mu      sync.Mutex
-	runs    map[string]*run
-	queued  map[string]queuedSend
+	mu         sync.Mutex
+	runs       map[string]*run
+	queued     map[string]queuedSend
 	folding    map[string]bool // sessions with a summary fold in progress
 	background map[string]int  // after-reply jobs (fold, memory extraction) running per session
-	closed  bool
-	wg      sync.WaitGroup
+	closed     bool
+	wg         sync.WaitGroup
 }
 
 type run struct {
