@@ -84,7 +84,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	sqlDB.SetConnMaxLifetime(0)
 
 	db := &DB{pool: sqlDB, Now: time.Now}
-	if err := sqlDB.PingContext(ctx); err != nil {
+	if err := pingWhileBusy(ctx, sqlDB); err != nil {
 		sqlDB.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -172,6 +172,25 @@ func sqliteCode(err error) int {
 		return se.Code()
 	}
 	return 0
+}
+
+// pingWhileBusy opens the first connection, retrying for up to 5 s while the file is
+// locked: switching a new file to WAL takes an exclusive lock that SQLite does not
+// wait for through busy_timeout, so a second process (or goroutine) opening the same
+// fresh file at that moment gets SQLITE_BUSY at once.
+func pingWhileBusy(ctx context.Context, sqlDB *sql.DB) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := sqlDB.PingContext(ctx)
+		if err == nil || sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func isUnique(err error) bool {
