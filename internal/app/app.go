@@ -63,8 +63,6 @@ type Options struct {
 	// UnwatchedGrace is how long a reply streams after its last viewer left before it
 	// is stopped; 0: 15 s, long enough for a reload to reconnect.
 	UnwatchedGrace time.Duration
-	// HubInterval coalesces streamed text into frames; 0: 30 ms.
-	HubInterval time.Duration
 }
 
 // ConfigError marks a failure caused by the settings or the data directory (a bad
@@ -149,11 +147,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	if grace <= 0 {
 		grace = 15 * time.Second
 	}
-	interval := o.HubInterval
-	if interval <= 0 {
-		interval = 30 * time.Millisecond
-	}
-	a.Hub = web.NewHub(web.HubConfig{Interval: interval, StopUnwatched: a.Agent.Stop, Grace: grace, Log: log})
+	a.Hub = web.NewHub(web.HubConfig{Interval: hubInterval, StopUnwatched: a.Agent.Stop, Grace: grace, Log: log})
 	// The event stream's consumers: what the user sees first, then the recording.
 	a.Agent.Subscribe(a.Hub)
 	a.Agent.Subscribe(trace.NewConsumer(a.Recorder, log))
@@ -202,6 +196,10 @@ func memoryEmbedder(cfg config.Config) (memory.Embedder, string) {
 			Dimensions: cfg.EmbeddingsDimensions},
 		fmt.Sprintf("openai|%s|%s|%d", cfg.EmbeddingsURL, cfg.EmbeddingsModel, cfg.EmbeddingsDimensions)
 }
+
+// hubInterval coalesces streamed text into websocket frames (measured: StreamRelay
+// and StreamCPU in docs/benchmarks.md).
+const hubInterval = 30 * time.Millisecond
 
 // purgeEvery is how often expired memories are deleted (also once at start).
 const purgeEvery = time.Hour

@@ -195,19 +195,8 @@ func (db *DB) UpdateMemory(ctx context.Context, owner int64, id string, sealed [
 	if err := validMemoryIndex(ix); err != nil {
 		return Memory{}, fmt.Errorf("store: update memory: %w", err)
 	}
-	var m Memory
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		m, err = scanMemory(tx.QueryRowContext(ctx, `UPDATE memories SET sealed = ?, term_count = ?, updated_at = ?
-			WHERE owner_id = ? AND id = ? RETURNING `+memoryCols, sealed, termCount, ms(db.now()), owner, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return errs.E(errs.NotFound, "memory not found")
-		}
-		if err != nil {
-			return err
-		}
-		return replaceMemoryIndex(ctx, tx, &m, ix)
-	})
+	m, err := db.rewriteMemory(ctx, ix, `UPDATE memories SET sealed = ?, term_count = ?, updated_at = ?
+		WHERE owner_id = ? AND id = ? RETURNING `+memoryCols, sealed, termCount, ms(db.now()), owner, id)
 	if err != nil {
 		return Memory{}, fmt.Errorf("store: update memory: %w", err)
 	}
@@ -233,9 +222,22 @@ func (db *DB) ReindexMemory(ctx context.Context, owner int64, id string, termCou
 	if err := validMemoryIndex(ix); err != nil {
 		return fmt.Errorf("store: reindex memory: %w", err)
 	}
+	_, err := db.rewriteMemory(ctx, ix, `UPDATE memories SET term_count = ? WHERE owner_id = ? AND id = ? RETURNING `+memoryCols,
+		termCount, owner, id)
+	if err != nil {
+		return fmt.Errorf("store: reindex memory: %w", err)
+	}
+	return nil
+}
+
+// rewriteMemory runs update (an UPDATE … RETURNING memoryCols of one owner's memory)
+// and puts ix in place of the memory's index, in one transaction. No row is
+// errs.NotFound.
+func (db *DB) rewriteMemory(ctx context.Context, ix MemoryIndex, update string, args ...any) (Memory, error) {
+	var m Memory
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		m, err := scanMemory(tx.QueryRowContext(ctx, `UPDATE memories SET term_count = ? WHERE owner_id = ? AND id = ? RETURNING `+memoryCols,
-			termCount, owner, id))
+		var err error
+		m, err = scanMemory(tx.QueryRowContext(ctx, update, args...))
 		if errors.Is(err, sql.ErrNoRows) {
 			return errs.E(errs.NotFound, "memory not found")
 		}
@@ -244,10 +246,7 @@ func (db *DB) ReindexMemory(ctx context.Context, owner int64, id string, termCou
 		}
 		return replaceMemoryIndex(ctx, tx, &m, ix)
 	})
-	if err != nil {
-		return fmt.Errorf("store: reindex memory: %w", err)
-	}
-	return nil
+	return m, err
 }
 
 // MemoryOwners lists the users who have memories.
