@@ -65,9 +65,10 @@ type stmts struct {
 	loadContext  *sql.Stmt // LoadContextMessages: newest first, seq > ?, limit ?, the columns the context engine reads
 }
 
-func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
+// prepare prepares the reads on r and the writes on w (the writer).
+func (s *stmts) prepare(ctx context.Context, r, w *sql.DB) error {
 	var err error
-	prep := func(q string) *sql.Stmt {
+	prepOn := func(db *sql.DB, q string) *sql.Stmt {
 		if err != nil {
 			return nil
 		}
@@ -75,8 +76,9 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		st, err = db.PrepareContext(ctx, q)
 		return st
 	}
-	s.touchSession = prep(`UPDATE sessions SET updated_at = ? WHERE id = ?`)
-	s.insertMsg = prep(`INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, created_at, updated_at)
+	prep := func(q string) *sql.Stmt { return prepOn(r, q) }
+	s.touchSession = prepOn(w, `UPDATE sessions SET updated_at = ? WHERE id = ?`)
+	s.insertMsg = prepOn(w, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, created_at, updated_at)
 		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?11, ?11
 		FROM messages WHERE session_id = ?1
 		RETURNING id, seq`)
@@ -207,7 +209,7 @@ func (db *DB) UpdateMessage(ctx context.Context, m *Message) error {
 		return fmt.Errorf("store: update message: %w", err)
 	}
 	now := ms(db.now())
-	res, err := db.pool.ExecContext(ctx, `UPDATE messages SET content = ?, reasoning = ?, tool_calls = ?, status = ?, error = ?,
+	res, err := db.exec(ctx, `UPDATE messages SET content = ?, reasoning = ?, tool_calls = ?, status = ?, error = ?,
 		model = ?, tokens = ?, duration_ms = ?, updated_at = ? WHERE id = ?`,
 		m.Content, m.Reasoning, nullText(m.ToolCalls), m.Status, m.Error, m.Model, m.Tokens, m.Duration.Milliseconds(), now, m.ID)
 	if isCheck(err) {

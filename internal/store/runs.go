@@ -98,7 +98,7 @@ func insertRun(ctx context.Context, ex execer, r RunStart) (int64, error) {
 // errs.Conflict. Any other error is a failed write, which a later write with
 // create set to r can make good.
 func (db *DB) CreateRun(ctx context.Context, r RunStart) error {
-	n, err := insertRun(ctx, db.pool, r)
+	n, err := insertRun(ctx, writer{db}, r)
 	if isForeignKey(err) {
 		return fmt.Errorf("store: create run: %w", errs.Wrap(errs.NotFound, err, "user not found"))
 	}
@@ -124,7 +124,7 @@ func (db *DB) CreateRun(ctx context.Context, r RunStart) error {
 // that follows a failed CreateRun creates the run too.
 func (db *DB) runWrite(ctx context.Context, create *RunStart, op func(ex execer) error) error {
 	if create == nil {
-		return op(db.pool)
+		return op(writer{db})
 	}
 	return db.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := insertRun(ctx, tx, *create); err != nil {
@@ -200,7 +200,7 @@ func (db *DB) EndRun(ctx context.Context, create *RunStart, e RunEnd) error {
 // StopRunningRuns marks every run still running as stopped at ended with
 // errText, and returns how many it marked.
 func (db *DB) StopRunningRuns(ctx context.Context, errText string, ended time.Time) (int64, error) {
-	res, err := db.pool.ExecContext(ctx, `UPDATE runs SET status = 'stopped', error = ?, ended_at = ? WHERE status = 'running'`,
+	res, err := db.exec(ctx, `UPDATE runs SET status = 'stopped', error = ?, ended_at = ? WHERE status = 'running'`,
 		errText, ms(ended))
 	if err != nil {
 		return 0, fmt.Errorf("store: stop running runs: %w", err)
