@@ -209,15 +209,40 @@ func TestReadOnlyFileRecovers(t *testing.T) {
 
 	mustNil(t, os.Chmod(path, 0o400))
 	wantCode(t, db.Ready(ctx), errs.Storage)
-	// Many at once, so that a pool would open new (read-only) connections.
+	// Many at once, so that a pool would open new (read-only) connections:
+	// readers hold theirs (as long requests do) while the writes run.
 	var wg sync.WaitGroup
+	// With a connection budget, the readers past it wait (here until release).
+	release, got := make(chan struct{}), make(chan struct{}, 30)
+	var readers sync.WaitGroup
+	for range 30 {
+		readers.Go(func() {
+			rows, err := storetest.Pool(t, db).QueryContext(ctx, `SELECT id FROM users`)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got <- struct{}{}
+			<-release
+			rows.Close()
+		})
+	}
+	for n, timeout := 0, time.After(500*time.Millisecond); n < 30; n++ {
+		select {
+		case <-got:
+			continue
+		case <-timeout:
+		}
+		break
+	}
 	for i := range 30 {
 		wg.Go(func() {
 			db.CreateSession(ctx, &store.Session{ID: fmt.Sprint("ro-", i), OwnerID: ann.ID})
-			db.LatestMessages(ctx, "nope", 10)
 		})
 	}
 	wg.Wait()
+	close(release)
+	readers.Wait()
 	// The writer itself is reopened while the file is read-only: that
 	// connection cannot write, says so, and is dropped.
 	store.DropConnsForTest(db)
