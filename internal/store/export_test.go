@@ -24,3 +24,6 @@ func DropConnsForTest(db *DB) {
 	db.pool.SetMaxIdleConns(maxReaders)
 	db.discardWriter()
 }
+
+// LatestSpanQueryForTest is LatestSpanData's SQL, for a test of its plan.
+const LatestSpanQueryForTest = latestSpanQuery

@@ -296,14 +296,18 @@ func (db *DB) RunSpans(ctx context.Context, runID string) ([]SpanInfo, error) {
 	return spans, nil
 }
 
+// latestSpanQuery finds the session's newest run through runs_session_recent,
+// so its cost does not grow with the owner's other chats (migration 0015).
+const latestSpanQuery = `SELECT s.data FROM spans s
+	WHERE s.run_id = (SELECT id FROM runs WHERE owner_id = ? AND session_id = ? ORDER BY started_at DESC LIMIT 1)
+	AND s.kind = ? ORDER BY s.seq DESC LIMIT 1`
+
 // LatestSpanData returns the data of the newest span of kind in ownerID's newest
 // run of sessionID, or nil when there is none. One indexed query; it never loads
 // a run's other spans.
 func (db *DB) LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (json.RawMessage, error) {
 	var data sql.NullString
-	err := db.pool.QueryRowContext(ctx, `SELECT s.data FROM spans s
-		WHERE s.run_id = (SELECT id FROM runs WHERE owner_id = ? AND session_id = ? ORDER BY started_at DESC LIMIT 1)
-		AND s.kind = ? ORDER BY s.seq DESC LIMIT 1`, ownerID, sessionID, kind).Scan(&data)
+	err := db.pool.QueryRowContext(ctx, latestSpanQuery, ownerID, sessionID, kind).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !data.Valid) {
 		return nil, nil
 	}
