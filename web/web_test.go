@@ -67,9 +67,18 @@ const testPassword = "correct horse battery"
 // it with httptest. Closing the last tab stops a reply after 200 ms here.
 func newTestEnv(tb testing.TB) *testEnv {
 	tb.Helper()
+	return newTestEnvWith(tb, nil)
+}
+
+// newTestEnvWith is newTestEnv with the Config changed by edit first.
+func newTestEnvWith(tb testing.TB, edit func(*config.Config)) *testEnv {
+	tb.Helper()
 	dir := tb.TempDir()
 	cfg := config.Config{DataDir: dir, MaxMessageBytes: 100 * 1024, LoginTTL: time.Hour,
 		ModelStartTimeout: 5 * time.Second, ModelIdleTimeout: 5 * time.Second, ShutdownTimeout: 5 * time.Second}
+	if edit != nil {
+		edit(&cfg)
+	}
 	clk := &clock{}
 	a, err := app.New(context.Background(), cfg, app.Options{Now: clk.now, UnwatchedGrace: 200 * time.Millisecond})
 	if err != nil {
