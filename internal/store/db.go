@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -36,8 +37,9 @@ type DB struct {
 	pool *sql.DB
 	w    *sql.DB
 
-	path string
-	file os.FileInfo // the database file as opened, for Ready
+	path   string
+	file   os.FileInfo // the database file as opened, for Ready
+	wstmts sync.Map    // query -> *sql.Stmt on w, see writeStmt
 
 	// Now supplies every timestamp the store writes. It defaults to time.Now;
 	// tests replace it right after Open.
@@ -145,6 +147,10 @@ func init() {
 // SQLite checkpoints and removes the WAL file when the last connection closes.
 func (db *DB) Close() error {
 	db.stmts.close()
+	db.wstmts.Range(func(_, st any) bool {
+		st.(*sql.Stmt).Close()
+		return true
+	})
 	err := db.pool.Close()
 	if werr := db.w.Close(); err == nil {
 		err = werr

@@ -25,11 +25,31 @@ import (
 func (db *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	var res sql.Result
 	err := db.retry(ctx, func() error {
-		var err error
-		res, err = db.w.ExecContext(ctx, query, args...)
+		st, err := db.writeStmt(ctx, query)
+		if err == nil {
+			res, err = st.ExecContext(ctx, args...)
+		}
 		return err
 	})
 	return res, err
+}
+
+// writeStmt returns the writer's prepared statement for query, preparing it
+// the first time: parsing was an eighth of the CPU time under load (spans,
+// lease renewals and message updates are small writes of a few fixed kinds).
+func (db *DB) writeStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := db.wstmts.Load(query); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := db.w.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := db.wstmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
 }
 
 // writer is an execer for code that also runs inside a transaction.
@@ -43,7 +63,11 @@ func (w writer) ExecContext(ctx context.Context, query string, args ...any) (sql
 // and scans it into dest.
 func (db *DB) writeRow(ctx context.Context, query string, args []any, dest ...any) error {
 	return db.retry(ctx, func() error {
-		return db.w.QueryRowContext(ctx, query, args...).Scan(dest...)
+		st, err := db.writeStmt(ctx, query)
+		if err != nil {
+			return err
+		}
+		return st.QueryRowContext(ctx, args...).Scan(dest...)
 	})
 }
 
