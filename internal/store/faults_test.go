@@ -299,3 +299,68 @@ func ranAsNonRoot(t *testing.T) bool {
 	t.Logf("passed as uid 65532")
 	return true
 }
+
+// A storm of concurrent requests (a reconnect storm after a restart) opens no
+// more SQLite handles than the fixed budget: 6 readers and the writer, each
+// with the database and WAL files open, and one -shm.
+func TestConnectionBudget(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("needs /proc/self/fd to count open files")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "atrium.db")
+	db := mustOpenPath(t, path)
+	ann := mustUser(t, db, "ann", store.RoleUser)
+	s := mustSession(t, db, "s1", ann.ID)
+	var most int
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			fds, _ := os.ReadDir("/proc/self/fd")
+			n := 0
+			for _, fd := range fds {
+				if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(target, path) {
+					n++
+				}
+			}
+			most = max(most, n)
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	end := time.Now().Add(time.Second)
+	for i := range 200 {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				if _, _, err := db.LatestMessages(ctx, s.ID, 50); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := db.LatestSpanData(ctx, ann.ID, s.ID, "context"); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%10 == 0 {
+					if err := db.AppendMessage(ctx, &store.Message{SessionID: s.ID, Role: store.RoleUser, Content: "hi"}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	if budget := 2*(6+1) + 1; most > budget {
+		t.Errorf("%d database files open at once, budget %d", most, budget)
+	}
+	t.Logf("at most %d database files open", most)
+}
