@@ -111,6 +111,7 @@ func (s *Server) setDisabled(c echo.Context, disabled bool) error {
 	verb := "enabled"
 	if disabled {
 		verb = "disabled"
+		s.endUserSockets(u.ID) // their logins are gone, and with them their sockets
 	}
 	return usersDone(c, "User "+u.Username+" "+verb+".")
 }
@@ -134,6 +135,7 @@ func (s *Server) resetUserPassword(c echo.Context) error {
 	if err := s.Store.SetUserPassword(c.Request().Context(), u.ID, hash); err != nil {
 		return err
 	}
+	s.endUserSockets(u.ID)
 	return usersDone(c, "Password of "+u.Username+" reset; their open logins were ended.")
 }
 
@@ -151,6 +153,9 @@ func (s *Server) setUserRole(c echo.Context) error {
 	}
 	if err := s.Store.SetUserRole(c.Request().Context(), u.ID, role); err != nil {
 		return s.usersFail(c, err, views.AuthForm{}, store.RoleUser)
+	}
+	if role != store.RoleAdmin {
+		s.endAdminSockets(u.ID)
 	}
 	return usersDone(c, "User "+u.Username+" is now "+role+".")
 }
