@@ -166,3 +166,37 @@ func TestDeleteUserShredsEverything(t *testing.T) {
 	aid := admin.newSession()
 	admin.dial(aid).stillOpen(env, "the admin goes on")
 }
+
+// TestDeleteUserMidReply: deleting a user whose reply is streaming stops it, and what
+// the stopped run saves as it ends (its partial reply, its run record) cannot bring
+// back a row or a data key of theirs.
+func TestDeleteUserMidReply(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	admin.addProvider("Fake", env.llm.URL(), "fake-model", "")
+	bob := env.user(admin, "bob")
+	bobID := env.userID("bob")
+	id := bob.newSession()
+	ws := bob.dial(id)
+	env.llm.Enqueue(llmtest.Reply{Text: []string{"Partial ", "Vexilloquent ", "never finished"}, StallAfter: 2})
+	ws.send("start a reply that stalls")
+	ws.until("Vexilloquent")
+
+	start := time.Now()
+	wantStatus(t, admin.post("/admin/users/"+itoa(bobID)+"/delete", url.Values{"confirm": {"bob"}}), http.StatusSeeOther)
+	ws.waitClosed(start, closeBound)
+	testkit.Eventually(t, 5*time.Second, "the stopped reply ended", func() bool { return !env.agent.Busy(id) })
+	time.Sleep(100 * time.Millisecond) // the recorder's last writes follow the run's end
+	for k, n := range ownedRowsOf(t, env.db, bobID) {
+		if n != 0 {
+			t.Errorf("%s: %d rows of the deleted user after their reply ended", k, n)
+		}
+	}
+	if n := storetest.Int(t, env.db, `SELECT COUNT(*) FROM messages WHERE session_id = ?`, id); n != 0 {
+		t.Errorf("%d messages of the deleted chat", n)
+	}
+	if err := env.db.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	env.scanFor("after the stopped reply of a deleted user", "Vexilloquent")
+}
