@@ -66,19 +66,16 @@ func (r *sockets) end(cl *client) {
 	}
 }
 
-// closeWhere closes every socket whose owner matches and returns how many it closed.
-func (r *sockets) closeWhere(match func(socketOwner) bool) int {
+// closeWhere closes every socket whose owner matches.
+func (r *sockets) closeWhere(match func(socketOwner) bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
 	for cl, o := range r.open {
 		if match(o) {
 			delete(r.open, cl)
 			endSocket(cl, o)
-			n++
 		}
 	}
-	return n
 }
 
 // endSocket tells a chat why (the frame goes out before the close frame) and closes
