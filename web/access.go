@@ -108,8 +108,9 @@ func (s *Server) endAdminSockets(userID int64) {
 	s.sockets.closeWhere(func(o socketOwner) bool { return o.user == userID && o.admin })
 }
 
-// openSocket registers cl for the request's login and re-checks the login every
-// loginRecheck until cl closes. The returned func unregisters it.
+// openSocket registers cl for the request's login and re-checks the login at once
+// (it may have ended between the request's check and the registration) and then
+// every loginRecheck until cl closes. The returned func unregisters it.
 func (s *Server) openSocket(token string, u store.User, cl *client, admin, chat bool) (done func()) {
 	o := socketOwner{user: u.ID, login: string(auth.HashToken(token)), admin: admin, chat: chat}
 	s.sockets.add(cl, o)
@@ -117,18 +118,18 @@ func (s *Server) openSocket(token string, u store.User, cl *client, admin, chat 
 		t := time.NewTicker(s.loginRecheck)
 		defer t.Stop()
 		for {
+			_, err := s.liveLogin(context.Background(), token, admin)
+			if errs.Is(err, errs.Unauthorized) {
+				s.sockets.end(cl)
+				return
+			}
+			if err != nil {
+				s.Log.Warn("web: re-checking a socket's login", "err", err)
+			}
 			select {
 			case <-cl.closed:
 				return
 			case <-t.C:
-				_, err := s.liveLogin(context.Background(), token, admin)
-				if errs.Is(err, errs.Unauthorized) {
-					s.sockets.end(cl)
-					return
-				}
-				if err != nil {
-					s.Log.Warn("web: re-checking a socket's login", "err", err)
-				}
 			}
 		}
 	}()
