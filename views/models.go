@@ -148,7 +148,8 @@ type AdminUser struct {
 	Username, Role string // Role: user|admin
 	Disabled       bool
 	CreatedAt      time.Time
-	IsSelf         bool // the admin looking at the page: no disable or demote
+	IsSelf         bool   // the admin looking at the page: no disable, demote or delete
+	DeleteError    string // a refused deletion of this user (its form opens with it)
 }
 
 // Users is the users admin page. Form and Role refill the create form.

@@ -65,6 +65,7 @@ func (s *Server) routes() *echo.Echo {
 	a.POST("/admin/users/:uid/enable", s.enableUser)
 	a.POST("/admin/users/:uid/reset", s.resetUserPassword)
 	a.POST("/admin/users/:uid/role", s.setUserRole)
+	a.POST("/admin/users/:uid/delete", s.deleteUser)
 	a.GET("/settings/mcp", s.showMCP)
 	a.POST("/settings/mcp", s.createMCPServer)
 	a.GET("/settings/mcp/ws", s.mcpSocket)
