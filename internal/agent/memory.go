@@ -318,8 +318,10 @@ func (t *turn) extract(base context.Context) {
 
 // superseded returns the memory that an added text replaces, if the user's message
 // says that something changed (and not that it is one more: "also", "too", "也") and
-// the text is about the same thing (close, sharing a word); or, without saying so, when
-// the text is very close (the same slot with a new value: "My favourite colour is …").
+// the text is about the same thing: it shares a word with the memory and is close to
+// it, or the message names what the memory says that the text does not ("I sold the
+// Honda, I drive a Tesla now"). Without saying so, a very close text replaces too (the
+// same slot with a new value: "My favourite colour is …").
 func (t *turn) superseded(ctx context.Context, text, message string) (string, bool) {
 	if alsoRE.MatchString(message) {
 		return "", false
@@ -330,7 +332,8 @@ func (t *turn) superseded(ctx context.Context, text, message string) (string, bo
 	}
 	changed := changeRE.MatchString(message)
 	for _, h := range res.Hits {
-		if h.Similarity >= sameSlotSim || changed && h.Similarity >= supersedeSim && shareTerm(h.Text, text) {
+		if h.Similarity >= sameSlotSim || changed && shareTerm(h.Text, text) &&
+			(h.Similarity >= supersedeSim || namesOld(message, h.Text, text)) {
 			return h.ID, true
 		}
 	}
@@ -338,7 +341,7 @@ func (t *turn) superseded(ctx context.Context, text, message string) (string, bo
 }
 
 var (
-	changeRE = regexp.MustCompile(`(?i)\b(?:now|no longer|not anymore|any ?more|moved|switched|changed|instead|actually|these days|from now on|nowadays|recently|became|since)\b|现在|如今|改成|改为|换成|搬到|搬去|不再|已经不|其实`)
+	changeRE = regexp.MustCompile(`(?i)\b(?:now|no longer|not anymore|any ?more|moved|switched|changed|instead|actually|these days|from now on|nowadays|recently|became|since)\b|现在|如今|改成|改为|改用|换成|换了|搬到|搬去|不再|已经不|其实|最近`)
 	alsoRE   = regexp.MustCompile(`(?i)\b(?:also|too|as well|another|in addition|besides)\b|也|还有|另外`)
 	// A question is no statement about the user, unless it starts with one ("I moved
 	// to Paris, what should I see?").
@@ -405,10 +408,32 @@ func grounded(text, said string) bool {
 	return float64(n) >= groundedShare*float64(len(want))
 }
 
+// namesOld reports whether message holds a term of old that text lacks.
+func namesOld(message, old, text string) bool {
+	have, in := map[string]bool{}, map[string]bool{}
+	for _, t := range memory.Terms(message) {
+		have[t] = true
+	}
+	for _, t := range memory.Terms(text) {
+		in[t] = true
+	}
+	for _, t := range memory.Terms(old) {
+		if !in[t] && have[t] {
+			return true
+		}
+	}
+	return false
+}
+
+// shareTerm reports whether a and b share an index term (frame words included: "I
+// live in Berlin" and "I live in Paris" are about the same thing).
 func shareTerm(a, b string) bool {
-	ua := units(a)
-	for u := range units(b) {
-		if ua[u] {
+	ta := map[string]bool{}
+	for _, t := range memory.Terms(a) {
+		ta[t] = true
+	}
+	for _, t := range memory.Terms(b) {
+		if ta[t] {
 			return true
 		}
 	}
