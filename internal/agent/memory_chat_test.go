@@ -58,6 +58,12 @@ func TestExplicitSaveCanBeUndone(t *testing.T) {
 	if len(list) != 1 || list[0].ID != other.ID {
 		t.Fatalf("after Undo: %+v, want only the other memory", list)
 	}
+	// Physically, as Forget: no row, index terms or vector left of it.
+	var rows, terms, vecs int
+	if err := rawRow(t, h, `SELECT (SELECT count(*) FROM memories), (SELECT count(DISTINCT memory_seq) FROM memory_terms),
+		(SELECT count(*) FROM memory_embeddings)`).Scan(&rows, &terms, &vecs); err != nil || rows != 1 || terms != 1 || vecs != 1 {
+		t.Errorf("after Undo: %d memories, terms of %d, %d vectors (%v); want 1 each", rows, terms, vecs, err)
+	}
 	if got, err := h.memory.UndoSave(ctx, owner, saved); err != nil || got != memory.UndoGone {
 		t.Errorf("second UndoSave = %q, %v; want gone, no error", got, err)
 	}
