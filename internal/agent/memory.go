@@ -266,6 +266,7 @@ func (t *turn) extract(base context.Context) {
 		var target string
 		if act.Op == "update" || act.Op == "delete" {
 			target = near.Hits[act.N-1].ID
+			act.Kind = near.Hits[act.N-1].Kind // an update keeps its memory's kind
 		}
 		if act.Op != "delete" {
 			if !grounded(act.Text, said) {

@@ -158,7 +158,8 @@ func TestAskBeforeSaving(t *testing.T) {
 			upd = sg
 		}
 	}
-	if add.Text != "I am vegetarian" || upd.Text != "I live in Munich" || upd.TargetID != old.ID {
+	if add.Text != "I am vegetarian" || add.Kind != memory.KindPreference || upd.Text != "I live in Munich" ||
+		upd.TargetID != old.ID || upd.Kind != memory.KindFact {
 		t.Fatalf("add %+v, update %+v", add, upd)
 	}
 	var published []memory.Suggestion
