@@ -205,6 +205,9 @@ func TestEndToEndMemoryChips(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(replies+` [data-testid=saved-chip] [data-testid=undo-save]`)),
 		chromedp.Reload(),
 		chromedp.WaitVisible(chromedp.CSS(replies+` [data-testid=saved-chip] [data-testid=undo-save]`)),
+	)
+	screenshot(t, ctx, "memory-saved")
+	run("Undo",
 		chromedp.Click(chromedp.CSS(`[data-testid=undo-save]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=saved-chip][data-state=undone]`)),
 		into(&state, chromedp.Text(chromedp.CSS(`[data-testid=saved-chip]`))),
@@ -241,6 +244,9 @@ func TestEndToEndMemoryChips(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`[data-testid=new-chat-main]`)),
 		sendSteps("I paddle a red kayak on weekends."),
 		chromedp.WaitVisible(chromedp.CSS(replies+` [data-testid=suggestion-chip]`)),
+	)
+	screenshot(t, ctx, "memory-suggestion")
+	run("Accept",
 		chromedp.Click(chromedp.CSS(`[data-testid=suggestion-accept]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=suggestion-done]`)),
 		into(&done, chromedp.Text(chromedp.CSS(`[data-testid=suggestion-done]`))),
