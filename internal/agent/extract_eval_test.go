@@ -52,8 +52,8 @@ const (
 // agent with extraction on, the fake model scripting the extractor's JSON answer, the
 // memory service on a real database) and prints the share of updates that replaced
 // the old fact and the junk writes: memories written or changed that the case does not
-// want (a duplicate, a copied system prompt, tool output or assistant statement, a
-// secret, an injection). Goals: ≥ 95 % and 0.
+// want or that say what another memory says (a duplicate, a copied system prompt, tool
+// output or assistant statement, a secret, an injection). Goals: ≥ 95 % and 0.
 //
 //	go test ./internal/agent -run TestExtractionEval -v
 func TestExtractionEval(t *testing.T) {
@@ -125,11 +125,15 @@ func TestExtractionEval(t *testing.T) {
 			t.Fatal(err)
 		}
 		var texts []string
-		junk := 0
+		seen := map[string]int{}
 		for _, m := range list {
 			texts = append(texts, m.Text)
-			if old, ok := seeded[m.ID]; (!ok || old != m.Text) && !slices.Contains(c.Want, m.Text) {
-				junk++ // written or changed by the turn, and not wanted
+			seen[m.Text]++
+		}
+		junk := 0
+		for _, m := range list {
+			if old, ok := seeded[m.ID]; (!ok || old != m.Text) && (!slices.Contains(c.Want, m.Text) || seen[m.Text] > 1) {
+				junk++ // written or changed by the turn, and not wanted, or a second copy
 			}
 		}
 		lost := 0
@@ -150,8 +154,8 @@ func TestExtractionEval(t *testing.T) {
 		}
 		if c.Kind == "update" {
 			gone := true
-			for _, m := range c.Memories {
-				if slices.Contains(texts, m.Text) {
+			for _, m := range c.Memories { // the old facts: what the case does not want kept
+				if !slices.Contains(c.Want, m.Text) && slices.Contains(texts, m.Text) {
 					gone = false
 				}
 			}

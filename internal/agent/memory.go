@@ -206,8 +206,8 @@ type extractAction struct {
 // contradicting fact instead of updating, or copy text that is not the user's (its
 // own statements, the system prompt, a tool's output). So an add or update whose
 // words are mostly not in the user's statements (questions removed) is dropped as
-// junk; an add that an existing memory already says is merged into it (dropped); an
-// add that replaces a memory on a message that says something changed ("now",
+// junk; an add that an existing memory already says is merged into it (dropped), as
+// is an update to what another memory says (its target is deleted); an add that replaces a memory on a message that says something changed ("now",
 // "moved", "不再") becomes an update of that memory. Secrets and injection text are
 // refused by the memory service. With "ask before saving", adds and updates become
 // suggestions for the user to accept or reject; deletes are applied.
@@ -276,7 +276,13 @@ func (t *turn) extract(base context.Context) {
 			if dup, ok, err := a.Memory.Duplicate(ctx, t.s.OwnerID, act.Text); err != nil {
 				w.Err = errors.Join(w.Err, err)
 				continue
-			} else if ok && (act.Op == "add" || dup.ID != target) {
+			} else if ok && act.Op == "update" && dup.ID != target {
+				// The new text is what another memory says already: the two merge and
+				// the outdated one goes (under "ask before saving", when accepted).
+				if !t.askFirst {
+					act.Op = "delete"
+				}
+			} else if ok && act.Op == "add" {
 				w.Dropped = append(w.Dropped, act.Op+": already in memory as "+dup.ID)
 				continue
 			}

@@ -218,6 +218,21 @@ func TestAskBeforeSaving(t *testing.T) {
 	if _, how, err := h.memory.AcceptSuggestion(ctx, owner, dup.ID); err != nil || how != memory.Merged {
 		t.Errorf("accepting a duplicate: %q %v", how, err)
 	}
+	// An update to what another memory says merges the two: the updated one goes.
+	stale, err := h.memory.Save(ctx, owner, memory.KindFact, "I live in Hamburg", memory.Source{Kind: memory.SourceManual}, 0.9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toDup, err := h.memory.Suggest(ctx, owner, memory.OpUpdate, memory.KindFact, stale.ID, "I live in Munich", src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept, how, err := h.memory.AcceptSuggestion(ctx, owner, toDup.ID); err != nil || how != memory.Merged || kept.ID != m.ID {
+		t.Errorf("accepting an update to a duplicate: %+v %q %v", kept, how, err)
+	}
+	if _, err := h.memory.Get(ctx, owner, stale.ID); !errs.Is(err, errs.NotFound) {
+		t.Errorf("the outdated memory was kept beside its duplicate: %v", err)
+	}
 	if _, err := h.memory.Suggest(ctx, owner, memory.OpAdd, memory.KindFact, "", "my password is hunter2hunter2", src, nil); errs.Code(err) != errs.Invalid {
 		t.Errorf("a secret became a suggestion: %v", err)
 	}

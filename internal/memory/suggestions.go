@@ -139,7 +139,8 @@ const (
 // AcceptSuggestion writes owner's suggestion id as a save would and deletes it. The
 // same checks run as for any write: a secret or injection text is refused
 // (errs.Invalid; the suggestion is deleted, since it can never be accepted), an add
-// that an existing memory already says is merged into it, and an update whose target
+// that an existing memory already says is merged into it (so is an update to what
+// another memory says: the updated one is forgotten), and an update whose target
 // was forgotten meanwhile becomes an add (the user accepted the new text; it is not
 // lost because the old one went first). It returns the memory and the outcome.
 func (s *Service) AcceptSuggestion(ctx context.Context, owner int64, id string) (Memory, string, error) {
@@ -162,6 +163,15 @@ func (s *Service) acceptText(ctx context.Context, owner int64, sg Suggestion) (M
 		return Memory{}, "", err
 	}
 	if sg.Op == OpUpdate {
+		if dup, ok, err := s.Duplicate(ctx, owner, sg.Text); err != nil {
+			return Memory{}, "", err
+		} else if ok && dup.ID != sg.TargetID {
+			// Another memory says the new text already: merge, the outdated one goes.
+			if err := s.Forget(ctx, owner, sg.TargetID); err != nil && !errs.Is(err, errs.NotFound) {
+				return Memory{}, "", err
+			}
+			return dup, Merged, nil
+		}
 		m, err := s.Update(ctx, owner, sg.TargetID, sg.Text)
 		if err == nil {
 			return m, Updated, nil
