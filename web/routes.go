@@ -42,6 +42,7 @@ func (s *Server) routes() *echo.Echo {
 	u.GET("/s/:id/resources", s.resourcePanel)
 	u.GET("/s/:id/prompts", s.promptMenu)
 	u.POST("/s/:id/prompt", s.usePrompt)
+	u.POST("/s/:id/memories/:mid/undo", s.undoSave)
 	u.GET("/memories", s.showMemories)
 	u.POST("/memories", s.createMemory)
 	u.POST("/memories/delete", s.deleteMemories)
@@ -49,6 +50,8 @@ func (s *Server) routes() *echo.Echo {
 	u.POST("/memories/forget-all", s.forgetAllMemories)
 	u.GET("/memories/export", s.exportMemories)
 	u.POST("/memories/import", s.importMemories)
+	u.POST("/memories/suggestions/:sid/accept", s.acceptSuggestion)
+	u.POST("/memories/suggestions/:sid/reject", s.rejectSuggestion)
 	u.POST("/memories/:id", s.updateMemory)
 	u.POST("/memories/:id/delete", s.deleteMemory)
 

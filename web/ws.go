@@ -27,6 +27,9 @@ type clientFrame struct {
 	Type   string     `json:"type"`
 	Text   string     `json:"text"`
 	Attach attachList `json:"attach"` // MCP resources: "<server>\n<uri>", one or several
+	// Memory chips: undo names a memory its chat saved, accept/reject a suggestion.
+	Memory     string `json:"memory"`
+	Suggestion string `json:"suggestion"`
 }
 
 // checkOrigin refuses cross-site websocket handshakes (the login cookie would otherwise
@@ -156,7 +159,9 @@ func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss s
 			notify("The message could not be read (malformed frame); nothing was saved.")
 			continue
 		}
-		if f.Type != "send" && f.Type != "stop" {
+		switch f.Type {
+		case "send", "stop", "undo", "accept", "reject":
+		default:
 			notify("Unknown request type; nothing was saved.")
 			continue
 		}
@@ -182,6 +187,8 @@ func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss s
 			s.handleSend(c, u, ss.ID, f.Text, f.Attach, notify)
 		case "stop":
 			s.Agent.Stop(ss.ID)
+		case "undo", "accept", "reject":
+			s.memoryFrame(c.Request().Context(), ss, f, notify)
 		}
 	}
 }
