@@ -25,7 +25,8 @@ type Memory interface {
 }
 
 // memorySettings decides once per run whether it reads and writes memory: not in a
-// temporary chat, not for a user who turned memory off, and not when the user's
+// temporary chat, not for a user who turned memory off, not while an admin turned it
+// off for the instance, and not when the user's
 // choice cannot be read (memory stays off rather than against their wish).
 func (t *turn) memorySettings(ctx context.Context) {
 	a := t.a
@@ -37,8 +38,8 @@ func (t *turn) memorySettings(ctx context.Context) {
 		a.Log.Warn("agent: memory settings unreadable; memory off for this reply", "session", t.s.ID, "err", err)
 		return
 	}
-	t.memoryOn = st.Enabled
-	t.extractOn = st.Enabled && st.Extract && a.cfg.ExtractMemories
+	t.memoryOn = st.Active()
+	t.extractOn = st.Active() && st.Extract && a.cfg.ExtractMemories
 }
 
 // Memory lookup bounds: at most maxRecalled memories go into the pinned zone, and a
@@ -182,7 +183,7 @@ type extractAction struct {
 	Text string `json:"text"`
 }
 
-// extract asks the chat's model what the user's message holds that is worth
+// extract asks the memory model (memoryModel) what the user's message holds that is worth
 // remembering, given the nearest existing memories (numbered, so the model cannot
 // invent ids), and applies its answer: an update replaces the old text in place, a
 // near-duplicate add is dropped. The model sees only the user's own words: never tool
@@ -215,7 +216,8 @@ func (t *turn) extract(base context.Context) {
 	}
 	prompt.WriteString("\nUSER MESSAGE:\n")
 	prompt.WriteString(text)
-	resp, err := t.provider.Stream(ctx, llm.Request{Model: t.model, Messages: []llm.Message{
+	provider, model := t.memoryModel(ctx)
+	resp, err := provider.Stream(ctx, llm.Request{Model: model, Messages: []llm.Message{
 		{Role: llm.RoleSystem, Content: extractPrompt}, {Role: llm.RoleUser, Content: prompt.String()}}}, func(llm.Event) {})
 	t.inTok += resp.Usage.InputTokens
 	t.outTok += resp.Usage.OutputTokens
