@@ -273,6 +273,7 @@ type Memories struct {
 	Import      string            // the import paste, refilled after an error
 	ImportError string
 	Settings    MemorySettings
+	InstanceOff bool // an admin turned memory off for the whole instance
 }
 
 // MemorySettings are the user's memory switches.
@@ -319,4 +320,30 @@ type AdminMemoryUser struct {
 type AdminMemories struct {
 	Users         []AdminMemoryUser
 	Notice, Error string
+	Instance      MemoryInstance
+}
+
+// MemoryInstance is the instance memory settings form. Numbers are strings so that
+// a bad value is shown back as typed; the API key is never shown, only KeySet.
+type MemoryInstance struct {
+	Enabled          bool
+	Models           []ModelOption // "" first: the chat's model
+	ModelMissing     bool          // the saved memory model is no longer configured
+	EmbeddingsURL    string
+	EmbeddingsModel  string
+	Dimensions       string
+	HalfLifeDays     string
+	ForgetUnusedDays string
+	KeySet           bool
+	Error            string // why the form was not saved (nothing changed)
+	TestWidth        int    // the Test button's result: the vector width…
+	TestError        string // …or why the test failed
+	Reindex          ReindexStatus
+}
+
+// ReindexStatus is the progress of rebuilding the memory vectors for a new embedder.
+type ReindexStatus struct {
+	Stale, Running bool
+	Done, Total    int
+	Err            string
 }

@@ -46,6 +46,7 @@ func (s *Server) memoriesView(ctx context.Context, owner int64, q string) (views
 		return v, err
 	}
 	v.Settings = views.MemorySettings{Enabled: st.Enabled, Extract: st.Extract}
+	v.InstanceOff = st.InstanceOff
 	if v.Audit, err = s.memoryAudit(ctx, owner); err != nil {
 		return v, err
 	}
