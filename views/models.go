@@ -263,6 +263,7 @@ type Memories struct {
 	Total       int    // all of the user's memories, whatever the search shows
 	Query       string // "" = no search: Items is the whole list
 	LexicalOnly bool   // the search ran without vectors (the embedder failed)
+	Reindexing  bool   // … because they are being rebuilt for a new embedding model
 	Kinds       []string
 	Add         MemoryForm
 	Edit        MemoryForm // a failed edit, shown open on its memory
