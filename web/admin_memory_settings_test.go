@@ -61,6 +61,7 @@ func embeddingsEndpoint(t *testing.T, want string, gate chan struct{}) string {
 		if gate != nil {
 			select {
 			case <-gate:
+			case <-time.After(5 * time.Second): // a test that never opens it fails, not hangs
 			case <-r.Context().Done():
 				return
 			}
