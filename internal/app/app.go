@@ -128,7 +128,8 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	a.Memory.OnSecret = a.Recorder.Redactor().AddSecret
 	// The admins' saved settings win; the flags and environment are the defaults.
 	if err := a.Memory.LoadInstance(ctx, memoryDefaults(cfg), cfg.EmbeddingsKey); err != nil {
-		return err
+		// Settings are in force regardless (see LoadInstance); memory must not stop start-up.
+		log.Error("memory: the saved instance settings are unreadable", "err", err)
 	}
 	a.Tools = tools.NewRegistry(db, tools.HashEmbedder{})
 	if err := tools.RegisterBuiltins(a.Tools, time.Now, db); err != nil {

@@ -171,37 +171,43 @@ func newEmbedder(in Instance, key string) (Embedder, string) {
 // LoadInstance puts the instance settings in force: the saved ones, or def (from
 // the flags and environment, with its API key defKey) when an admin never saved
 // any. It also learns whether the stored vectors are the embedder's, so that a
-// search stays lexical until Reindex has run.
+// search stays lexical until Reindex has run. A saved row that cannot be read is an
+// error, but settings are in force all the same (def for an unreadable row, the saved
+// ones without a key for an undecryptable key): start-up goes on, and an admin
+// saves the form again.
 func (s *Service) LoadInstance(ctx context.Context, def Instance, defKey string) error {
-	in, key := def, defKey
-	v, err := s.db.Setting(ctx, instanceSetting)
-	switch {
-	case errs.Is(err, errs.NotFound):
-	case err != nil:
-		return fmt.Errorf("memory: instance settings: %w", err)
-	default:
-		var st storedInstance
-		if err := json.Unmarshal([]byte(v), &st); err != nil {
-			return fmt.Errorf("memory: instance settings: %w", err)
-		}
-		in, key = st.Instance, ""
-		if len(st.KeySealed) > 0 {
-			pt, err := s.keys.Open(ctx, 0, st.KeySealed, instanceKeyAD)
-			if err != nil {
-				return fmt.Errorf("memory: the embeddings API key cannot be decrypted: %w", err)
-			}
-			key = string(pt)
-		}
-	}
+	in, key, loadErr := s.savedInstance(ctx, def, defKey)
 	s.apply(in, key)
 	have, err := s.db.Setting(ctx, indexSetting)
 	if err != nil && !errs.Is(err, errs.NotFound) {
-		return fmt.Errorf("memory: instance settings: %w", err)
+		return errors.Join(loadErr, fmt.Errorf("memory: instance settings: %w", err))
 	}
 	s.inst.mu.Lock()
 	s.inst.stale = have != "" && have != IndexVersion+"|"+s.inst.name
 	s.inst.mu.Unlock()
-	return nil
+	return loadErr
+}
+
+func (s *Service) savedInstance(ctx context.Context, def Instance, defKey string) (Instance, string, error) {
+	v, err := s.db.Setting(ctx, instanceSetting)
+	switch {
+	case errs.Is(err, errs.NotFound):
+		return def, defKey, nil
+	case err != nil:
+		return def, defKey, fmt.Errorf("memory: instance settings: %w", err)
+	}
+	var st storedInstance
+	if err := json.Unmarshal([]byte(v), &st); err != nil {
+		return def, defKey, fmt.Errorf("memory: instance settings: %w", err)
+	}
+	if len(st.KeySealed) == 0 {
+		return st.Instance, "", nil
+	}
+	pt, err := s.keys.Open(ctx, 0, st.KeySealed, instanceKeyAD)
+	if err != nil {
+		return st.Instance, "", fmt.Errorf("memory: the embeddings API key cannot be decrypted; enter it again in Settings → Memories: %w", err)
+	}
+	return st.Instance, string(pt), nil
 }
 
 var instanceKeyAD = crypto.AD("memory", "instance", "embeddings_key")
@@ -289,17 +295,32 @@ func (in InstanceInput) clean() InstanceInput {
 }
 
 // keyFor is the API key in will use: the typed one, none when cleared, else the
-// one in force.
-func (s *Service) keyFor(in InstanceInput) string {
+// one in force. The stored key goes only to the origin it was entered for: another
+// scheme, host or port needs it typed again, so that nobody can send it elsewhere
+// with a Test.
+func (s *Service) keyFor(in InstanceInput) (string, error) {
 	switch {
 	case in.ClearKey:
-		return ""
+		return "", nil
 	case in.APIKey != "":
-		return in.APIKey
+		return in.APIKey, nil
 	}
 	s.inst.mu.Lock()
-	defer s.inst.mu.Unlock()
-	return s.inst.key
+	key, cur := s.inst.key, s.inst.cur.EmbeddingsURL
+	s.inst.mu.Unlock()
+	if key != "" && in.EmbeddingsURL != "" && origin(in.EmbeddingsURL) != origin(cur) {
+		return "", errs.E(errs.Invalid, "API key: the endpoint is on another host than the stored key was entered for; type the key again, or tick “Remove the stored key”.")
+	}
+	return key, nil
+}
+
+// origin is a URL's scheme://host:port ("" when it has none).
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host)
 }
 
 // SetInstance validates and saves the instance settings and puts them in force at
@@ -311,7 +332,10 @@ func (s *Service) SetInstance(ctx context.Context, in InstanceInput) error {
 	if err := CheckInstance(in); err != nil {
 		return err
 	}
-	key := s.keyFor(in)
+	key, err := s.keyFor(in)
+	if err != nil {
+		return err
+	}
 	st := storedInstance{Instance: in.Instance}
 	st.KeySet = false
 	if key != "" {
@@ -343,7 +367,10 @@ func (s *Service) TestEmbeddings(ctx context.Context, in InstanceInput) (int, er
 	if err := CheckInstance(in); err != nil {
 		return 0, err
 	}
-	key := s.keyFor(in)
+	key, err := s.keyFor(in)
+	if err != nil {
+		return 0, err
+	}
 	emb, _ := newEmbedder(in.Instance, key)
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()

@@ -156,6 +156,21 @@ func TestInstanceKeyIsSealed(t *testing.T) {
 		t.Fatalf("the stored key was not used: width %d, %v", w, err)
 	}
 
+	// The stored key goes to the endpoint it was entered for only: a Test or a save
+	// that points elsewhere must have it typed again.
+	other := newConceptServer(t, "")
+	elsewhere := InstanceInput{Instance: svc.Instance()}
+	elsewhere.EmbeddingsURL = other.URL
+	if _, err := svc.TestEmbeddings(ctx, elsewhere); !errs.Is(err, errs.Invalid) || !strings.Contains(errs.Message(err), "API key") {
+		t.Errorf("Test against another host with the stored key: %v", err)
+	}
+	if err := svc.SetInstance(ctx, elsewhere); !errs.Is(err, errs.Invalid) {
+		t.Errorf("saving another host with the stored key: %v", err)
+	}
+	if len(other.keys) != 0 || svc.Instance().EmbeddingsURL != cs.URL {
+		t.Fatalf("the other host was called (%d) or the settings changed: %+v", len(other.keys), svc.Instance())
+	}
+
 	// Saving without typing a key keeps it; clearing removes it.
 	in.APIKey = ""
 	ok(t, svc.SetInstance(ctx, in))
@@ -401,5 +416,42 @@ func TestInstanceOff(t *testing.T) {
 	ok(t, f.svc.SetInstance(ctx, in))
 	if st := must(f.svc.Settings(ctx, f.ann)); !st.Active() {
 		t.Errorf("memory back on: %+v", st)
+	}
+}
+
+// TestUnreadableInstanceSettings: a saved row that cannot be read does not stop
+// start-up: the defaults (or the saved settings without their key) are in force, and
+// the error says what to do.
+func TestUnreadableInstanceSettings(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	in := validInstance()
+	in.EmbeddingsURL, in.EmbeddingsModel, in.APIKey, in.HalfLifeDays = "http://embed.example/v1", "m", "sk-k", 12
+	ok(t, f.svc.LoadInstance(ctx, DefaultInstance, ""))
+	ok(t, f.svc.SetInstance(ctx, in))
+	raw, err := f.db.Setting(ctx, instanceSetting)
+	ok(t, err)
+	var st storedInstance
+	ok(t, json.Unmarshal([]byte(raw), &st))
+	st.KeySealed[len(st.KeySealed)-1] ^= 1
+	b, _ := json.Marshal(st)
+	ok(t, f.db.SetSetting(ctx, instanceSetting, string(b)))
+	svc := NewService(f.db, f.svc.keys, HashEmbedder{})
+	err = svc.LoadInstance(ctx, DefaultInstance, "")
+	if err == nil || !strings.Contains(err.Error(), "enter it again") {
+		t.Errorf("an undecryptable key: %v", err)
+	}
+	if got := svc.Instance(); got.HalfLifeDays != 12 || got.KeySet {
+		t.Errorf("with the key unreadable: %+v", got)
+	}
+
+	ok(t, f.db.SetSetting(ctx, instanceSetting, "{not json"))
+	def := DefaultInstance
+	def.HalfLifeDays = 33
+	if err := svc.LoadInstance(ctx, def, ""); err == nil {
+		t.Error("an unreadable row is no error")
+	}
+	if got := svc.Instance(); got.HalfLifeDays != 33 || got.EmbeddingsURL != "" {
+		t.Errorf("with the row unreadable the defaults are not in force: %+v", got)
 	}
 }
