@@ -183,7 +183,9 @@ func (s *Service) LoadInstance(ctx context.Context, def Instance, defKey string)
 		return errors.Join(loadErr, fmt.Errorf("memory: instance settings: %w", err))
 	}
 	s.inst.mu.Lock()
-	s.inst.stale = have != "" && have != IndexVersion+"|"+s.inst.name
+	// Never indexed (have is ""): stale too. The first Reindex marks it current at
+	// once when there are no memories, and otherwise must finish before vectors count.
+	s.inst.stale = have != IndexVersion+"|"+s.inst.name
 	s.inst.mu.Unlock()
 	return loadErr
 }

@@ -381,16 +381,18 @@ func (s *Service) PurgeExpired(ctx context.Context) (int, error) {
 		if err != nil {
 			return n, fmt.Errorf("memory: purge: %w", err)
 		}
+		done := 0
 		for _, r := range refs {
 			switch err := s.Forget(ctx, r.OwnerID, r.ID); {
-			case errs.Is(err, errs.NotFound): // forgotten meanwhile
+			case errs.Is(err, errs.NotFound): // forgotten (or expired) meanwhile
 			case err != nil:
 				return n, fmt.Errorf("memory: purge: %w", err)
 			default:
-				n++
+				done++
 			}
 		}
-		if len(refs) < 100 {
+		n += done
+		if len(refs) < 100 || done == 0 {
 			return n, nil
 		}
 	}
