@@ -372,7 +372,8 @@ func TestInstanceMemoryOff(t *testing.T) {
 func TestMemoryModelSetting(t *testing.T) {
 	env := newTestEnvWith(t, app.Options{Agent: agent.Config{ExtractMemories: true}})
 	admin := env.setup()
-	admin.addProvider("Fake", env.llm.URL(), "chat-m\nmem-m", "")
+	admin.addProvider("Fake", env.llm.URL(), "chat-m", "")
+	admin.addProvider("Mem", env.llm.URL(), "mem-m", "")
 	extractions := make(chan string, 10)
 	env.llm.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
 		if len(req.Messages) > 0 && strings.Contains(req.Messages[0].Content, "long-term memory") {
@@ -382,7 +383,7 @@ func TestMemoryModelSetting(t *testing.T) {
 		return llmtest.Reply{Text: []string{"ok"}}
 	})
 	choices, err := env.app.Providers.Choices(context.Background())
-	if err != nil || len(choices) != 2 || !strings.HasSuffix(choices[1].Value, ":mem-m") {
+	if err != nil || len(choices) != 2 || !strings.HasSuffix(choices[1].Value, ":mem-m") || !strings.HasSuffix(choices[0].Value, ":chat-m") {
 		t.Fatal(choices, err)
 	}
 	id := admin.newSession()
@@ -415,5 +416,27 @@ func TestMemoryModelSetting(t *testing.T) {
 		if rec.Chat.Model == "mem-m" && !strings.Contains(rec.Chat.Messages[0].Content, "long-term memory") {
 			t.Error("a reply was asked of the memory model")
 		}
+	}
+
+	// Its provider removed, the page says so and extraction asks the chat's model.
+	pid, _, _ := strings.Cut(choices[1].Value, ":")
+	wantStatus(t, admin.post("/settings/providers/"+pid+"/delete", nil), http.StatusSeeOther)
+	if !strings.Contains(admin.get("/settings/memories").body, `data-testid="memory-instance-model-missing"`) {
+		t.Error("the admin page does not say the memory model is gone")
+	}
+	ws.send("I have two cats")
+	ws.until(finalMarker)
+	if m := next(); m != "chat-m" {
+		t.Errorf("with the memory model's provider removed, extraction asked %q", m)
+	}
+
+	// Memory off for the instance: no extraction at all.
+	wantStatus(t, admin.post("/settings/memories/instance", instanceForm("enabled", "")), http.StatusSeeOther)
+	ws.send("I play the cello")
+	ws.until(finalMarker)
+	select {
+	case m := <-extractions:
+		t.Errorf("with memory off, extraction asked %q", m)
+	case <-time.After(300 * time.Millisecond):
 	}
 }
