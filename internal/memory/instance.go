@@ -53,6 +53,7 @@ type InstanceInput struct {
 const (
 	MaxHalfLifeDays     = 3650
 	MaxForgetUnusedDays = 3650
+	maxURLLen           = 2000
 	maxEmbedModelLen    = 200
 	maxAPIKeyLen        = 1000
 	maxModelChoiceLen   = 300
@@ -245,6 +246,8 @@ func CheckInstance(in InstanceInput) error {
 	if in.EmbeddingsURL != "" {
 		u, err := url.Parse(in.EmbeddingsURL)
 		switch {
+		case len(in.EmbeddingsURL) > maxURLLen:
+			return errs.E(errs.Invalid, "Embeddings endpoint: at most %d characters.", maxURLLen)
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https"):
 			return errs.E(errs.Invalid, "Embeddings endpoint: %q is not an http:// or https:// URL.", in.EmbeddingsURL)
 		case u.Host == "" || u.Hostname() == "":

@@ -83,9 +83,12 @@ func TestInstanceValidation(t *testing.T) {
 		edit func(*InstanceInput)
 		want string
 	}{
-		"ftp URL":           {func(in *InstanceInput) { in.EmbeddingsURL, in.EmbeddingsModel = "ftp://x/v1", "m" }, "Embeddings endpoint"},
-		"no scheme":         {func(in *InstanceInput) { in.EmbeddingsURL, in.EmbeddingsModel = "localhost:11434/v1", "m" }, "Embeddings endpoint"},
-		"javascript":        {func(in *InstanceInput) { in.EmbeddingsURL, in.EmbeddingsModel = "javascript:alert(1)", "m" }, "Embeddings endpoint"},
+		"ftp URL":    {func(in *InstanceInput) { in.EmbeddingsURL, in.EmbeddingsModel = "ftp://x/v1", "m" }, "Embeddings endpoint"},
+		"no scheme":  {func(in *InstanceInput) { in.EmbeddingsURL, in.EmbeddingsModel = "localhost:11434/v1", "m" }, "Embeddings endpoint"},
+		"javascript": {func(in *InstanceInput) { in.EmbeddingsURL, in.EmbeddingsModel = "javascript:alert(1)", "m" }, "Embeddings endpoint"},
+		"URL too long": {func(in *InstanceInput) {
+			in.EmbeddingsURL, in.EmbeddingsModel = "http://h/"+strings.Repeat("a", 2000), "m"
+		}, "at most 2000"},
 		"no host":           {func(in *InstanceInput) { in.EmbeddingsURL, in.EmbeddingsModel = "http:///v1", "m" }, "has no host"},
 		"password in URL":   {func(in *InstanceInput) { in.EmbeddingsURL, in.EmbeddingsModel = "https://u:pw@h/v1", "m" }, "no user name or password"},
 		"URL without model": {func(in *InstanceInput) { in.EmbeddingsURL = "http://localhost:11434/v1" }, "Embeddings model"},
