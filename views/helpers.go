@@ -328,3 +328,10 @@ func memoriesUsed(n int) string {
 	}
 	return strconv.Itoa(n) + " memories used"
 }
+
+func keyPlaceholder(set bool) string {
+	if set {
+		return "stored — leave empty to keep"
+	}
+	return "none"
+}

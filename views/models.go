@@ -290,6 +290,7 @@ type Memories struct {
 	Total       int    // all of the user's memories, whatever the search shows
 	Query       string // "" = no search: Items is the whole list
 	LexicalOnly bool   // the search ran without vectors (the embedder failed)
+	Reindexing  bool   // … because they are being rebuilt for a new embedding model
 	Kinds       []string
 	Add         MemoryForm
 	Edit        MemoryForm // a failed edit, shown open on its memory
@@ -301,6 +302,7 @@ type Memories struct {
 	ImportError string
 	Settings    MemorySettings
 	Suggestions []MemorySuggestion // waiting for Accept or Reject, oldest first
+	InstanceOff bool // an admin turned memory off for the whole instance
 }
 
 // MemorySettings are the user's memory switches.
@@ -348,4 +350,30 @@ type AdminMemoryUser struct {
 type AdminMemories struct {
 	Users         []AdminMemoryUser
 	Notice, Error string
+	Instance      MemoryInstance
+}
+
+// MemoryInstance is the instance memory settings form. Numbers are strings so that
+// a bad value is shown back as typed; the API key is never shown, only KeySet.
+type MemoryInstance struct {
+	Enabled          bool
+	Models           []ModelOption // "" first: the chat's model
+	ModelMissing     bool          // the saved memory model is no longer configured
+	EmbeddingsURL    string
+	EmbeddingsModel  string
+	Dimensions       string
+	HalfLifeDays     string
+	ForgetUnusedDays string
+	KeySet           bool
+	Error            string // why the form was not saved (nothing changed)
+	TestWidth        int    // the Test button's result: the vector width…
+	TestError        string // …or why the test failed
+	Reindex          ReindexStatus
+}
+
+// ReindexStatus is the progress of rebuilding the memory vectors for a new embedder.
+type ReindexStatus struct {
+	Stale, Running bool
+	Done, Total    int
+	Err            string
 }

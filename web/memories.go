@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -53,6 +54,7 @@ func (s *Server) memoriesView(ctx context.Context, owner int64, q string) (views
 	for _, sg := range sugs {
 		v.Suggestions = append(v.Suggestions, suggestionView(sg))
 	}
+	v.InstanceOff = st.InstanceOff
 	if v.Audit, err = s.memoryAudit(ctx, owner); err != nil {
 		return v, err
 	}
@@ -67,7 +69,8 @@ func (s *Server) memoriesView(ctx context.Context, owner int64, q string) (views
 		return v, err
 	}
 	v.LexicalOnly = res.LexicalOnly
-	if res.VectorErr != nil {
+	v.Reindexing = errors.Is(res.VectorErr, memory.ErrReindexing)
+	if res.VectorErr != nil && !v.Reindexing {
 		s.Log.Warn("web: memory search without vectors", "err", res.VectorErr)
 	}
 	for _, h := range res.Hits {

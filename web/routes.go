@@ -82,6 +82,9 @@ func (s *Server) routes() *echo.Echo {
 	// Other users' memories: admins only, and a 404 to everyone else (hideFromNonAdmins).
 	am := u.Group("/settings/memories", s.hideFromNonAdmins)
 	am.GET("", s.showAdminMemories)
+	am.POST("/instance", s.saveMemoryInstance)
+	am.POST("/instance/test", s.testMemoryEmbeddings)
+	am.GET("/reindex", s.memoryReindexStatus)
 	am.POST("/:uid/reveal", s.revealMemories)
 	am.POST("/:uid/delete", s.adminDeleteMemories)
 	am.POST("/:uid/forget-all", s.adminForgetAll)

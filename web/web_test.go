@@ -65,13 +65,18 @@ const testPassword = "correct horse battery"
 
 // newTestEnv builds the app as main does (app.New) on a fresh data directory and serves
 // it with httptest. Closing the last tab stops a reply after 200 ms here.
-func newTestEnv(tb testing.TB) *testEnv {
+func newTestEnv(tb testing.TB) *testEnv { return newTestEnvWith(tb, app.Options{}) }
+
+// newTestEnvWith is newTestEnv with options (a logger, agent settings); its clock
+// and grace are the test env's.
+func newTestEnvWith(tb testing.TB, o app.Options) *testEnv {
 	tb.Helper()
 	dir := tb.TempDir()
 	cfg := config.Config{DataDir: dir, MaxMessageBytes: 100 * 1024, LoginTTL: time.Hour,
 		ModelStartTimeout: 5 * time.Second, ModelIdleTimeout: 5 * time.Second, ShutdownTimeout: 5 * time.Second}
 	clk := &clock{}
-	a, err := app.New(context.Background(), cfg, app.Options{Now: clk.now, UnwatchedGrace: 200 * time.Millisecond})
+	o.Now, o.UnwatchedGrace = clk.now, 200*time.Millisecond
+	a, err := app.New(context.Background(), cfg, o)
 	if err != nil {
 		tb.Fatal(err)
 	}

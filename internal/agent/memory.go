@@ -29,7 +29,8 @@ type Memory interface {
 }
 
 // memorySettings decides once per run whether it reads and writes memory: not in a
-// temporary chat, not for a user who turned memory off, and not when the user's
+// temporary chat, not for a user who turned memory off, not while an admin turned it
+// off for the instance, and not when the user's
 // choice cannot be read (memory stays off rather than against their wish).
 func (t *turn) memorySettings(ctx context.Context) {
 	a := t.a
@@ -41,8 +42,8 @@ func (t *turn) memorySettings(ctx context.Context) {
 		a.Log.Warn("agent: memory settings unreadable; memory off for this reply", "session", t.s.ID, "err", err)
 		return
 	}
-	t.memoryOn = st.Enabled
-	t.extractOn = st.Enabled && st.Extract && a.cfg.ExtractMemories
+	t.memoryOn = st.Active()
+	t.extractOn = st.Active() && st.Extract && a.cfg.ExtractMemories
 	t.askFirst = st.Ask
 }
 
@@ -194,7 +195,7 @@ type extractAction struct {
 	Text string `json:"text"`
 }
 
-// extract asks the chat's model what the user's message holds that is worth
+// extract asks the memory model (memoryModel) what the user's message holds that is worth
 // remembering, given the nearest existing memories (numbered, so the model cannot
 // invent ids), and applies its answer. The model sees only the user's own words:
 // never tool results, the system prompt, recalled memories as context, or the
@@ -239,15 +240,16 @@ func (t *turn) extract(base context.Context) {
 	}
 	prompt.WriteString("\nUSER MESSAGE:\n")
 	prompt.WriteString(text)
-	req := llm.Request{Model: t.model, Messages: []llm.Message{
+	provider, model := t.memoryModel(ctx)
+	req := llm.Request{Model: model, Messages: []llm.Message{
 		{Role: llm.RoleSystem, Content: extractPrompt}, {Role: llm.RoleUser, Content: prompt.String()}}}
 	callStarted := a.Now()
-	t.emit(Event{Kind: EventModelRequest, Model: t.model, Request: &req, Purpose: PurposeMemoryExtract})
+	t.emit(Event{Kind: EventModelRequest, Model: model, Request: &req, Purpose: PurposeMemoryExtract})
 	var sent *llm.HTTPRequest
-	resp, err := t.provider.Stream(llm.WithCapture(ctx, func(h *llm.HTTPRequest) { sent = h }), req, func(llm.Event) {})
+	resp, err := provider.Stream(llm.WithCapture(ctx, func(h *llm.HTTPRequest) { sent = h }), req, func(llm.Event) {})
 	t.inTok += resp.Usage.InputTokens
 	t.outTok += resp.Usage.OutputTokens
-	t.emit(Event{Kind: EventModelResponse, Model: t.model, Request: &req, Response: &resp, Wire: sent, Err: err,
+	t.emit(Event{Kind: EventModelResponse, Model: model, Request: &req, Response: &resp, Wire: sent, Err: err,
 		Duration: a.Now().Sub(callStarted), Purpose: PurposeMemoryExtract})
 	if err != nil {
 		w.Err = err

@@ -46,7 +46,6 @@ type App struct {
 	Web       *web.Server
 	Log       *slog.Logger
 
-	embedder  string             // names the memory embedder, for Reindex
 	stopPurge context.CancelFunc // ends the expired-memory purge loop
 	purged    chan struct{}      // closed when it has ended
 }
@@ -125,9 +124,13 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	}
 	a.Providers = &providers.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout,
 		IdleTimeout: cfg.ModelIdleTimeout, Redactor: a.Recorder.Redactor()}
-	emb, embName := memoryEmbedder(cfg)
-	a.Memory = memory.NewService(db, keys, emb)
-	a.embedder = embName
+	a.Memory = memory.NewService(db, keys, memory.HashEmbedder{})
+	a.Memory.OnSecret = a.Recorder.Redactor().AddSecret
+	// The admins' saved settings win; the flags and environment are the defaults.
+	if err := a.Memory.LoadInstance(ctx, memoryDefaults(cfg), cfg.EmbeddingsKey); err != nil {
+		// Settings are in force regardless (see LoadInstance); memory must not stop start-up.
+		log.Error("memory: the saved instance settings are unreadable", "err", err)
+	}
 	a.Tools = tools.NewRegistry(db, tools.HashEmbedder{})
 	if err := tools.RegisterBuiltins(a.Tools, time.Now, db); err != nil {
 		return err
@@ -186,15 +189,12 @@ func agentConfig(cfg config.Config, over agent.Config) agent.Config {
 	return c
 }
 
-// memoryEmbedder is the configured embeddings endpoint, or the offline embedder, and
-// a name for it that changes when its vectors would (endpoint, model, width).
-func memoryEmbedder(cfg config.Config) (memory.Embedder, string) {
-	if cfg.EmbeddingsURL == "" {
-		return memory.HashEmbedder{}, "hash"
-	}
-	return &memory.OpenAIEmbedder{BaseURL: cfg.EmbeddingsURL, Model: cfg.EmbeddingsModel, APIKey: cfg.EmbeddingsKey,
-			Dimensions: cfg.EmbeddingsDimensions},
-		fmt.Sprintf("openai|%s|%s|%d", cfg.EmbeddingsURL, cfg.EmbeddingsModel, cfg.EmbeddingsDimensions)
+// memoryDefaults are the instance memory settings from the flags and environment,
+// in force until an admin saves Settings → Memories.
+func memoryDefaults(cfg config.Config) memory.Instance {
+	in := memory.DefaultInstance
+	in.EmbeddingsURL, in.EmbeddingsModel, in.EmbeddingsDimensions = cfg.EmbeddingsURL, cfg.EmbeddingsModel, cfg.EmbeddingsDimensions
+	return in
 }
 
 // hubInterval coalesces streamed text into websocket frames (measured: StreamRelay
@@ -204,33 +204,53 @@ const hubInterval = 30 * time.Millisecond
 // purgeEvery is how often expired memories are deleted (also once at start).
 const purgeEvery = time.Hour
 
+// reindexRetry is how soon a failed reindex is tried again.
+const reindexRetry = time.Minute
+
 // startPurge reindexes memories if the embedder changed, then deletes expired
-// memories now and every purgeEvery until Shutdown. It runs in the background: start-up
-// never waits for the embeddings endpoint.
+// memories now and every purgeEvery until Shutdown; an admin's change of the
+// embedder (memory.Service.ReindexRequests) reindexes at once. It runs in the
+// background: start-up never waits for the embeddings endpoint.
 func (a *App) startPurge() {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopPurge, a.purged = cancel, make(chan struct{})
 	go func() {
 		defer close(a.purged)
+		var retry <-chan time.Time
 		// A new embedding model (or index format) needs every memory indexed again;
-		// until then lexical search works and vector search may miss.
-		if n, err := a.Memory.Reindex(ctx, a.embedder); err != nil && ctx.Err() == nil {
-			a.Log.Warn("memory: reindex failed; will retry at the next start", "err", err)
-		} else if n > 0 {
-			a.Log.Info("memory: reindexed memories", "count", n, "embedder", a.embedder)
+		// until then search is lexical.
+		reindex := func() {
+			name := a.Memory.EmbedderName()
+			retry = nil
+			if n, err := a.Memory.Reindex(ctx, name); err != nil && ctx.Err() == nil {
+				a.Log.Warn("memory: reindex failed; will retry", "err", err, "in", reindexRetry)
+				retry = time.After(reindexRetry)
+			} else if n > 0 {
+				a.Log.Info("memory: reindexed memories", "count", n, "embedder", name)
+			}
 		}
-		t := time.NewTicker(purgeEvery)
-		defer t.Stop()
-		for {
+		purge := func() {
 			if n, err := a.Memory.PurgeExpired(ctx); err != nil && ctx.Err() == nil {
 				a.Log.Warn("memory: purge expired", "err", err)
 			} else if n > 0 {
 				a.Log.Info("memory: purged expired memories", "count", n)
 			}
+		}
+		reindex()
+		purge()
+		t := time.NewTicker(purgeEvery)
+		defer t.Stop()
+		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-a.Memory.ReindexRequests():
+				reindex()
+			case <-retry:
+				reindex()
 			case <-t.C:
+				reindex() // a no-op unless the embedder changed
+				purge()
 			}
 		}
 	}()

@@ -147,3 +147,28 @@ func TestEmbeddingsEndpointReindexes(t *testing.T) {
 		t.Errorf("%d embedding calls after a restart with the same endpoint, want 1 (the search): the index was rebuilt again", n)
 	}
 }
+
+// TestSavedMemorySettingsWinOverEnv: the flags and environment give the instance
+// memory settings until an admin saves them; after that, a restart with the same
+// environment keeps what was saved.
+func TestSavedMemorySettingsWinOverEnv(t *testing.T) {
+	ctx := context.Background()
+	var calls atomic.Int32
+	cfg := config.Config{DataDir: t.TempDir(), EmbeddingsURL: conceptEmbedder(t, &calls), EmbeddingsModel: "concepts", EmbeddingsKey: "sk-env-key"}
+	a := start(t, cfg)
+	if in := a.Memory.Instance(); in.EmbeddingsURL != cfg.EmbeddingsURL || !in.KeySet || !in.Enabled {
+		t.Fatalf("the environment's settings are not in force: %+v", in)
+	}
+	in := memory.InstanceInput{Instance: memory.DefaultInstance}
+	in.HalfLifeDays = 7
+	if err := a.Memory.SetInstance(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, a)
+
+	a = start(t, cfg)
+	defer stop(t, a)
+	if in := a.Memory.Instance(); in.EmbeddingsURL != "" || in.HalfLifeDays != 7 || a.Memory.EmbedderName() != "hash" {
+		t.Errorf("after a restart the environment won over the saved settings: %+v, %s", in, a.Memory.EmbedderName())
+	}
+}

@@ -20,23 +20,35 @@ type Settings struct {
 	// Ask: what extraction would add or update is kept as a suggestion for the
 	// user to accept or reject instead of being written.
 	Ask bool `json:"ask"`
+
+	// From the instance settings, not the user's: an admin turned memory off for
+	// everyone, and the model extraction asks ("" = the chat's).
+	InstanceOff bool   `json:"-"`
+	Model       string `json:"-"`
 }
+
+// Active reports whether memory is read and written in the user's chats: both the
+// user and the instance have it on.
+func (st Settings) Active() bool { return st.Enabled && !st.InstanceOff }
 
 // DefaultSettings are what a user has who never changed them.
 var DefaultSettings = Settings{Enabled: true, Extract: true}
 
 func settingsKey(owner int64) string { return "memory.user." + strconv.FormatInt(owner, 10) }
 
-// Settings returns owner's memory settings (DefaultSettings when never set).
+// Settings returns owner's memory settings (DefaultSettings when never set), with
+// the instance's switch and memory model.
 func (s *Service) Settings(ctx context.Context, owner int64) (Settings, error) {
+	in := s.Instance()
+	st := DefaultSettings
+	st.InstanceOff, st.Model = !in.Enabled, in.Model
 	v, err := s.db.Setting(ctx, settingsKey(owner))
 	if errs.Is(err, errs.NotFound) {
-		return DefaultSettings, nil
+		return st, nil
 	}
 	if err != nil {
 		return Settings{}, fmt.Errorf("memory: settings: %w", err)
 	}
-	st := DefaultSettings
 	if err := json.Unmarshal([]byte(v), &st); err != nil {
 		return DefaultSettings, fmt.Errorf("memory: settings: %w", err)
 	}
