@@ -302,7 +302,7 @@ type Memories struct {
 	ImportError string
 	Settings    MemorySettings
 	Suggestions []MemorySuggestion // waiting for Accept or Reject, oldest first
-	InstanceOff bool // an admin turned memory off for the whole instance
+	InstanceOff bool               // an admin turned memory off for the whole instance
 }
 
 // MemorySettings are the user's memory switches.
