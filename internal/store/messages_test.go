@@ -319,3 +319,28 @@ func TestSaveDraft(t *testing.T) {
 		t.Fatalf("finished reply %+v %v; want it untouched by the late write, its memories kept", got, err)
 	}
 }
+
+// BenchmarkSaveDraft: one draft write of a streaming reply of 4 KB (about 1,000 tokens),
+// round robin over 100 replies; a streaming reply costs one such write per second.
+func BenchmarkSaveDraft(b *testing.B) {
+	db := mustOpen(b)
+	ctx := context.Background()
+	u := mustUser(b, db, "ann", store.RoleUser)
+	ids := make([]int64, 100)
+	for i := range ids {
+		s := mustSession(b, db, fmt.Sprintf("bench-%d", i), u.ID)
+		m := store.Message{SessionID: s.ID, Role: store.RoleAssistant, Status: store.StatusStopped, Error: store.ReplyInterrupted}
+		mustNil(b, db.AppendMessage(ctx, &m))
+		ids[i] = m.ID
+	}
+	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 100)[:4096]
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if ok, err := db.SaveDraft(ctx, ids[i%len(ids)], text, ""); err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "drafts/s")
+}
