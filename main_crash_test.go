@@ -20,6 +20,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"atrium/internal/contextwin"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/store"
 	"atrium/internal/store/storetest"
@@ -43,6 +44,9 @@ func TestCrashKeepsPartialReplies(t *testing.T) {
 		fmt.Fprintf(&story, "tok%d ", i)
 	}
 	fake.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
+		if strings.HasPrefix(req.LastUser(), "silent") {
+			return llmtest.Reply{StallBeforeHeaders: time.Minute} // still waiting at the kill
+		}
 		if strings.HasPrefix(req.LastUser(), "crash") {
 			return llmtest.Reply{Text: llmtest.Words(story.String()), ChunkDelay: 40 * time.Millisecond} // 24 s
 		}
@@ -73,6 +77,13 @@ func TestCrashKeepsPartialReplies(t *testing.T) {
 		streams[i] = dialChat(t, h, first.url, ids[i])
 		streams[i].send(t, fmt.Sprintf("crash %d: tell me a long story", i))
 	}
+	// One more chat whose model has not answered yet when the process dies.
+	resp, _ := h.post("/sessions", url.Values{"_csrf": {tok}})
+	silentID := strings.TrimPrefix(resp.Header.Get("Location"), "/s/")
+	silent := dialChat(t, h, first.url, silentID)
+	silent.send(t, "silent: are you there?")
+	silent.waitFrame(t, "silent: are you there?")
+
 	// Kill once every chat has streamed at least 100 words (4 s), so that "2 s before
 	// the kill" is well into the reply.
 	deadline := time.Now().Add(20 * time.Second)
@@ -86,7 +97,7 @@ func TestCrashKeepsPartialReplies(t *testing.T) {
 	}
 	killed := time.Now()
 	first.kill(t)
-	for _, s := range streams {
+	for _, s := range append(streams, silent) {
 		s.conn.Close()
 	}
 
@@ -99,8 +110,8 @@ func TestCrashKeepsPartialReplies(t *testing.T) {
 	if got := storetest.Strings(t, db, `PRAGMA integrity_check`); len(got) != 1 || got[0] != "ok" {
 		t.Errorf("integrity_check after kill -9: %q", got)
 	}
-	if n := storetest.Int(t, db, `SELECT count(*) FROM session_leases`); n != chats {
-		t.Errorf("the killed process left %d leases, want %d (one per chat streaming)", n, chats)
+	if n := storetest.Int(t, db, `SELECT count(*) FROM session_leases`); n != chats+1 {
+		t.Errorf("the killed process left %d leases, want %d (one per chat answering)", n, chats+1)
 	}
 	db.Close()
 
@@ -144,6 +155,12 @@ func TestCrashKeepsPartialReplies(t *testing.T) {
 		partial[i] = r.Content
 	}
 
+	// The chat whose model never answered shows an empty interrupted reply.
+	if msgs, _, err := db.LatestMessages(ctx, silentID, 10); err != nil || len(msgs) != 2 ||
+		msgs[1].Role != store.RoleAssistant || msgs[1].Content != "" || msgs[1].Error != store.ReplyInterrupted {
+		t.Errorf("chat with no reply text yet at the kill holds %+v (%v); want the user message and an empty interrupted reply", msgs, err)
+	}
+
 	// The chat page shows the partial text and why it ended.
 	h.base = second.url
 	page, code := h.get("/s/" + ids[0])
@@ -179,6 +196,18 @@ func TestCrashKeepsPartialReplies(t *testing.T) {
 			req.Messages[n-1].Content != "after the restart" {
 			t.Errorf("chat %d: the model got roles %v; want …, user, the partial reply, the new message", i, roles)
 		}
+	}
+
+	// After a reply with no text at all, a placeholder stands for it in the request.
+	s := dialChat(t, h, second.url, silentID)
+	defer s.conn.Close()
+	s.waitFrame(t, `id="messages"`)
+	s.send(t, "after the restart")
+	s.waitFrame(t, "fine again")
+	req := fake.LastRequest().Chat
+	if n := len(req.Messages); n < 3 || req.Messages[n-3].Role != "user" || req.Messages[n-2].Role != "assistant" ||
+		req.Messages[n-2].Content != contextwin.NoReply || req.Messages[n-1].Content != "after the restart" {
+		t.Errorf("after an empty interrupted reply the model got %+v; want user, the placeholder, the new message", req.Messages)
 	}
 	second.stop(t)
 }

@@ -11,39 +11,30 @@ import (
 )
 
 // draft keeps a streaming reply in the database while it is written, so that a process
-// killed mid-stream (kill -9, power loss) loses at most DraftInterval of text. The row is
-// inserted before the model call, marked interrupted (store.ReplyInterrupted), and its
-// text is rewritten at most once per interval, from a goroutine of its own, so that the
-// stream never waits for the disk: one small update per second per streaming reply, not
-// one per token. Finishing the reply (commitStep, commitFinal) overwrites the mark.
+// killed mid-stream (kill -9, power loss) loses at most about DraftInterval of text. Once
+// per interval, from a goroutine of its own so that the stream never waits for the disk,
+// the text so far is written: the first time as a new row marked interrupted
+// (store.ReplyInterrupted), then rewritten in place. That is one small write per second
+// per streaming reply, not one per token, and none at all for a reply that ends within
+// the first interval. Finishing the reply (commitStep, commitFinal) overwrites the mark;
+// a run that dies before its first draft write is closed by the next process
+// (Agent.closeDeadRun).
 type draft struct {
 	t    *turn
-	id   int64
+	msg  store.Message // the row, once inserted (ID != 0); only loop touches it until done
 	quit chan struct{}
 	done chan struct{}
 
 	mu              sync.Mutex
 	text, reasoning strings.Builder
 	dirty           bool
-	saves           int // writes after the insert, for tests and logs
+	writes          int // for the debug log
 }
 
-// startDraft stores t.final as a draft, unless it is stored already, and starts saving
-// what streams into it. If the insert fails the reply is only saved when it ends, as
-// before drafts existed.
+// startDraft starts saving what streams into t.final.
 func (t *turn) startDraft() *draft {
-	d := &draft{t: t, quit: make(chan struct{}), done: make(chan struct{})}
-	if t.final.ID == 0 {
-		m := *t.final
-		m.Status, m.Error = store.StatusStopped, store.ReplyInterrupted
-		if err := t.save(&m); err != nil {
-			t.a.Log.Warn("agent: store the reply draft", "session", t.s.ID, "err", err)
-			close(d.done)
-			return d
-		}
-		t.final.ID, t.final.Seq, t.final.CreatedAt = m.ID, m.Seq, m.CreatedAt
-	}
-	d.id = t.final.ID
+	d := &draft{t: t, msg: *t.final, quit: make(chan struct{}), done: make(chan struct{})}
+	d.msg.Status, d.msg.Error = store.StatusStopped, store.ReplyInterrupted
 	go d.loop()
 	return d
 }
@@ -88,27 +79,37 @@ func (d *draft) flush() bool {
 	}
 	d.dirty = false
 	text, reasoning := d.text.String(), d.reasoning.String() // the builders only grow: no copy needed
-	d.saves++
+	d.writes++
 	d.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ok, err := d.t.a.Store.SaveDraft(ctx, d.id, text, reasoning)
+	a := d.t.a
+	if d.msg.ID == 0 {
+		m := d.msg
+		m.Content, m.Reasoning = text, reasoning
+		if err := a.Store.AppendMessage(ctx, &m); err != nil {
+			a.Log.Warn("agent: store the reply draft", "session", d.t.s.ID, "err", err)
+			return true // try again at the next tick
+		}
+		d.msg = m
+		return true
+	}
+	ok, err := a.Store.SaveDraft(ctx, d.msg.ID, text, reasoning)
 	if err != nil {
-		d.t.a.Log.Warn("agent: save the reply draft", "session", d.t.s.ID, "err", err)
-		return true // try again at the next tick
+		a.Log.Warn("agent: save the reply draft", "session", d.t.s.ID, "err", err)
+		return true
 	}
 	return ok
 }
 
-// stop ends the saving and waits for a write in progress, so that the reply's final
-// write comes after every draft write.
+// stop ends the saving, waits for a write in progress (so that the reply's final write
+// comes after every draft write) and points t.final at the draft's row, if any, so that
+// finishing the reply rewrites it.
 func (d *draft) stop() {
-	select {
-	case <-d.done:
-		return
-	default:
-	}
 	close(d.quit)
 	<-d.done
-	d.t.a.Log.Debug("agent: reply draft saved", "session", d.t.s.ID, "writes", d.saves)
+	if d.msg.ID != 0 {
+		d.t.final.ID, d.t.final.Seq, d.t.final.CreatedAt = d.msg.ID, d.msg.Seq, d.msg.CreatedAt
+	}
+	d.t.a.Log.Debug("agent: reply draft saved", "session", d.t.s.ID, "writes", d.writes)
 }
