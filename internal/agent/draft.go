@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"atrium/internal/errs"
 	"atrium/internal/llm"
 	"atrium/internal/store"
 )
@@ -89,7 +90,7 @@ func (d *draft) flush() bool {
 		m.Content, m.Reasoning = text, reasoning
 		if err := a.Store.AppendMessage(ctx, &m); err != nil {
 			a.Log.Warn("agent: store the reply draft", "session", d.t.s.ID, "err", err)
-			return true // try again at the next tick
+			return !errs.Is(err, errs.NotFound) // the chat was deleted; else try again at the next tick
 		}
 		d.msg = m
 		return true
