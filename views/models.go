@@ -58,6 +58,32 @@ type Message struct {
 	Reasoning   string     // the model's reasoning or thinking text, shown collapsed above the answer
 	Tools       []ToolCard // the tool calls of an assistant step, shown below its text
 	Memories    int        // long-term memories the reply was given (a link to the Memories page)
+	// Saved are the memories the message's explicit "remember …" created (chips with
+	// Undo); Suggestions what extraction proposes under "ask before saving".
+	Saved       []SavedMemory
+	Suggestions []MemorySuggestion
+}
+
+// Saved-memory chip states.
+const (
+	SavedShown  = "saved"  // still as saved: Undo is offered
+	SavedUndone = "undone" // Undo removed it
+	SavedGone   = "gone"   // forgotten some other way since
+	SavedEdited = "edited" // edited since: Undo would throw the edit away, so none is offered
+)
+
+// SavedMemory is one memory an explicit save created, as its chip on the reply shows it.
+type SavedMemory struct {
+	ID, SessionID string
+	State         string // a Saved* constant
+}
+
+// MemorySuggestion is a memory write waiting for the user's Accept or Reject.
+type MemorySuggestion struct {
+	ID, Op, Kind, Text string
+	ChatURL            string // where it was proposed ("" when that chat is unknown)
+	CreatedAt          time.Time
+	ExpiresAt          time.Time
 }
 
 // ToolCard is one tool call of an assistant step: what was asked and what came back.
@@ -150,7 +176,8 @@ type AdminUser struct {
 	Username, Role string // Role: user|admin
 	Disabled       bool
 	CreatedAt      time.Time
-	IsSelf         bool // the admin looking at the page: no disable or demote
+	IsSelf         bool   // the admin looking at the page: no disable, demote or delete
+	DeleteError    string // a refused deletion of this user (its form opens with it)
 }
 
 // Users is the users admin page. Form and Role refill the create form.
@@ -275,12 +302,14 @@ type Memories struct {
 	Import      string            // the import paste, refilled after an error
 	ImportError string
 	Settings    MemorySettings
+	Suggestions []MemorySuggestion // waiting for Accept or Reject, oldest first
 }
 
 // MemorySettings are the user's memory switches.
 type MemorySettings struct {
 	Enabled bool // memory is read and written in chats (never in temporary ones)
 	Extract bool // the model is asked after each reply what is worth keeping
+	Ask     bool // what it proposes is shown as suggestions instead of being saved
 }
 
 // ForgetAllWord is what the user types to confirm forgetting every memory: a

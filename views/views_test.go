@@ -645,7 +645,7 @@ func TestUsersPage(t *testing.T) {
 		t.Fatalf("found %d rows", len(rows))
 	}
 	self, other := rows[0], rows[1]
-	for _, id := range []string{"user-disable", "user-enable", "user-role-save"} {
+	for _, id := range []string{"user-disable", "user-enable", "user-role-save", "user-delete"} {
 		if n := len(findAll(byAttr("data-testid", id), self)); n != 0 {
 			t.Errorf("own row has %s", id)
 		}
@@ -654,6 +654,10 @@ func TestUsersPage(t *testing.T) {
 	one(t, "enable", byAttr("action", "/admin/users/2/enable"), other)
 	one(t, "role", byAttr("action", "/admin/users/2/role"), other)
 	one(t, "reset", byAttr("action", "/admin/users/2/reset"), other)
+	one(t, "delete", byAttr("action", "/admin/users/2/delete"), other)
+	if _, open := attr(one(t, "delete details", byAttr("data-testid", "user-delete-details"), other), "open"); open {
+		t.Error("the delete form is open without an error")
+	}
 	one(t, "create", byAttr("action", "/admin/users"), doc)
 }
 

@@ -31,6 +31,7 @@ func messageView(m store.Message, results map[string]*store.Message) views.Messa
 	}
 	v.HTML = markdown.Render(m.Content)
 	v.Memories = len(m.Memories)
+	v.Saved = savedViews(m)
 	calls, _ := contextwin.ParseToolCalls(m.ToolCalls)
 	for _, c := range calls {
 		v.Tools = append(v.Tools, toolCard(c, results[c.ID]))

@@ -35,6 +35,8 @@ type turn struct {
 	recalled              []string // their ids, marked used when the run ends
 	memoryRequest         bool     // the message was an explicit "remember"/"forget", already acted on
 	memoryOn, extractOn   bool     // see memorySettings
+	askFirst              bool     // extraction suggests instead of writing
+	saved                 []string // memories an explicit "remember …" created, shown on the reply
 
 	steps         int
 	inTok, outTok int
@@ -305,6 +307,7 @@ func (t *turn) commitFinal() {
 	m := t.final
 	m.Tokens = max(m.Tokens, t.a.countTokens(m))
 	m.Memories = t.recalled // the reply shows which memories it was given
+	m.Saved = t.saved       // ... and offers to undo what the message saved
 	if err := t.save(m); err != nil {
 		t.a.Log.Error("agent: save reply", "session", t.s.ID, "err", err)
 		m.Status, m.Error = store.StatusError, "The reply could not be saved."

@@ -311,7 +311,7 @@ func (s *Service) Forget(ctx context.Context, owner int64, id string) error {
 }
 
 // ForgetAll deletes all of owner's memories (scrubbed from runs and tool results as
-// Forget does) and returns how many there were.
+// Forget does) and pending suggestions, and returns how many memories there were.
 func (s *Service) ForgetAll(ctx context.Context, owner int64) (int, error) {
 	all, err := s.List(ctx, owner)
 	if err != nil {
@@ -322,6 +322,9 @@ func (s *Service) ForgetAll(ctx context.Context, owner int64) (int, error) {
 		texts[i] = m.Text
 	}
 	if _, err := s.db.ScrubMemoryTexts(ctx, owner, texts); err != nil {
+		return 0, fmt.Errorf("memory: forget all: %w", err)
+	}
+	if _, err := s.db.DeleteOwnerMemorySuggestions(ctx, owner); err != nil {
 		return 0, fmt.Errorf("memory: forget all: %w", err)
 	}
 	n, err := s.db.DeleteOwnerMemories(ctx, owner)
@@ -357,9 +360,12 @@ func (s *Service) SetExpiry(ctx context.Context, owner int64, id string, at *tim
 	return nil
 }
 
-// PurgeExpired physically deletes every owner's expired memories and returns
-// how many there were; run it periodically.
+// PurgeExpired physically deletes every owner's expired memories (and expired
+// suggestions) and returns how many memories there were; run it periodically.
 func (s *Service) PurgeExpired(ctx context.Context) (int, error) {
+	if _, err := s.db.PurgeExpiredMemorySuggestions(ctx); err != nil {
+		return 0, fmt.Errorf("memory: purge: %w", err)
+	}
 	n, err := s.db.PurgeExpiredMemories(ctx)
 	if err != nil {
 		return n, fmt.Errorf("memory: purge: %w", err)

@@ -17,6 +17,9 @@ type Settings struct {
 	Enabled bool `json:"enabled"`
 	// Extract: after each reply the model is asked what is worth keeping.
 	Extract bool `json:"extract"`
+	// Ask: what extraction would add or update is kept as a suggestion for the
+	// user to accept or reject instead of being written.
+	Ask bool `json:"ask"`
 }
 
 // DefaultSettings are what a user has who never changed them.
@@ -40,7 +43,8 @@ func (s *Service) Settings(ctx context.Context, owner int64) (Settings, error) {
 	return st, nil
 }
 
-// SetSettings stores owner's memory settings.
+// SetSettings stores owner's memory settings. Turning memory off deletes the
+// pending suggestions: they hold memory text the user no longer wants kept.
 func (s *Service) SetSettings(ctx context.Context, owner int64, st Settings) error {
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -48,6 +52,11 @@ func (s *Service) SetSettings(ctx context.Context, owner int64, st Settings) err
 	}
 	if err := s.db.SetSetting(ctx, settingsKey(owner), string(b)); err != nil {
 		return fmt.Errorf("memory: set settings: %w", err)
+	}
+	if !st.Enabled {
+		if _, err := s.db.DeleteOwnerMemorySuggestions(ctx, owner); err != nil {
+			return fmt.Errorf("memory: set settings: %w", err)
+		}
 	}
 	return nil
 }

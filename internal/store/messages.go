@@ -50,11 +50,12 @@ type Message struct {
 	Tokens     int
 	Duration   time.Duration // a tool call's run time (millisecond precision)
 	Memories   []string      // ids of the long-term memories a reply used
+	Saved      []string      // ids of the memories an explicit "remember …" created (on its reply)
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }
 
-const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, created_at, updated_at`
+const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at`
 
 // Page size bounds for LatestMessages and MessagesBefore.
 const (
@@ -81,8 +82,8 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		return st
 	}
 	s.touchSession = prep(`UPDATE sessions SET updated_at = ? WHERE id = ?`)
-	s.insertMsg = prep(`INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, created_at, updated_at)
-		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?11, ?11
+	s.insertMsg = prep(`INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at)
+		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?14, ?11, ?11
 		FROM messages WHERE session_id = ?1
 		RETURNING id, seq`)
 	s.msgsBefore = prep(`SELECT ` + messageCols + ` FROM messages
@@ -103,11 +104,14 @@ func scanMessage(row scanner) (Message, error) {
 	var m Message
 	var created, updated, durMS int64
 	var toolCalls sql.NullString
-	var memories string
+	var memories, saved string
 	err := row.Scan(&m.ID, &m.SessionID, &m.Seq, &m.Role, &m.Content, &m.Reasoning, &toolCalls,
-		&m.ToolCallID, &m.Status, &m.Error, &m.Model, &m.Tokens, &durMS, &memories, &created, &updated)
+		&m.ToolCallID, &m.Status, &m.Error, &m.Model, &m.Tokens, &durMS, &memories, &saved, &created, &updated)
 	if memories != "" {
 		m.Memories = strings.Split(memories, ",")
+	}
+	if saved != "" {
+		m.Saved = strings.Split(saved, ",")
 	}
 	m.Duration = time.Duration(durMS) * time.Millisecond
 	if toolCalls.Valid {
@@ -184,7 +188,7 @@ func (db *DB) appendMessages(ctx context.Context, msgs []*Message) error {
 				touched[m.SessionID] = true
 			}
 			err := insert.QueryRowContext(ctx, m.SessionID, m.Role, m.Content, m.Reasoning, nullText(m.ToolCalls),
-				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now, m.Duration.Milliseconds(), strings.Join(m.Memories, ",")).Scan(&ids[i], &seqs[i])
+				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now, m.Duration.Milliseconds(), strings.Join(m.Memories, ","), strings.Join(m.Saved, ",")).Scan(&ids[i], &seqs[i])
 			if isCheck(err) {
 				return errs.Wrap(errs.Invalid, err, "invalid message (tool calls must be JSON)")
 			}
@@ -313,6 +317,18 @@ func (db *DB) MessageByID(ctx context.Context, sessionID string, id int64) (Mess
 		return Message{}, fmt.Errorf("store: message by id: %w", err)
 	}
 	return m, nil
+}
+
+// SessionSavedMemory reports whether a message of the session records that its
+// explicit "remember …" created memory id (what an Undo chip may remove).
+func (db *DB) SessionSavedMemory(ctx context.Context, sessionID, id string) (bool, error) {
+	var n int
+	err := db.pool.QueryRowContext(ctx, `SELECT count(*) FROM messages WHERE session_id = ? AND saved_memories <> ''
+		AND instr(',' || saved_memories || ',', ',' || ? || ',') > 0`, sessionID, id).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("store: saved memory: %w", err)
+	}
+	return n > 0, nil
 }
 
 // MessagesFrom returns up to limit messages with seq > afterSeq, oldest first (for
