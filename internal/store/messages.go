@@ -209,18 +209,18 @@ func (db *DB) appendMessages(ctx context.Context, msgs []*Message) error {
 }
 
 // UpdateMessage rewrites the mutable fields of message m.ID (content, reasoning,
-// tool calls, status, error, model, tokens, duration, memories) and sets m.UpdatedAt;
-// used to finish a reply that was stored while streaming. A missing message is
-// errs.NotFound.
+// tool calls, status, error, model, tokens, duration, memories, saved memories) and
+// sets m.UpdatedAt; used to finish a reply that was stored while streaming. A missing
+// message is errs.NotFound.
 func (db *DB) UpdateMessage(ctx context.Context, m *Message) error {
 	if err := validMessage(m); err != nil {
 		return fmt.Errorf("store: update message: %w", err)
 	}
 	now := ms(db.now())
 	res, err := db.pool.ExecContext(ctx, `UPDATE messages SET content = ?, reasoning = ?, tool_calls = ?, status = ?, error = ?,
-		model = ?, tokens = ?, duration_ms = ?, memories = ?, updated_at = ? WHERE id = ?`,
+		model = ?, tokens = ?, duration_ms = ?, memories = ?, saved_memories = ?, updated_at = ? WHERE id = ?`,
 		m.Content, m.Reasoning, nullText(m.ToolCalls), m.Status, m.Error, m.Model, m.Tokens, m.Duration.Milliseconds(),
-		strings.Join(m.Memories, ","), now, m.ID)
+		strings.Join(m.Memories, ","), strings.Join(m.Saved, ","), now, m.ID)
 	if isCheck(err) {
 		err = errs.Wrap(errs.Invalid, err, "invalid message (tool calls must be JSON)")
 	}

@@ -307,7 +307,7 @@ func TestSaveDraft(t *testing.T) {
 	if err != nil || got.Content != "partial" || got.Reasoning != "thinking" || got.Error != store.ReplyInterrupted {
 		t.Fatalf("draft %+v %v", got, err)
 	}
-	m.Content, m.Status, m.Error, m.Memories = "partial and done", store.StatusComplete, "", []string{"m1", "m2"}
+	m.Content, m.Status, m.Error, m.Memories, m.Saved = "partial and done", store.StatusComplete, "", []string{"m1", "m2"}, []string{"s1"}
 	if err := db.UpdateMessage(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,8 @@ func TestSaveDraft(t *testing.T) {
 		t.Fatalf("late draft write: %v %v, want false", ok, err)
 	}
 	got, err = db.MessageByID(ctx, s.ID, m.ID)
-	if err != nil || got.Content != "partial and done" || got.Status != store.StatusComplete || len(got.Memories) != 2 {
+	if err != nil || got.Content != "partial and done" || got.Status != store.StatusComplete || len(got.Memories) != 2 ||
+		len(got.Saved) != 1 {
 		t.Fatalf("finished reply %+v %v; want it untouched by the late write, its memories kept", got, err)
 	}
 }
