@@ -45,17 +45,19 @@ type SessionList struct {
 
 // Message is one stored chat message.
 type Message struct {
-	Seq       int64
-	Role      string // user|assistant (anything else is shown as plain text)
-	HTML      string // sanitised markdown for assistant messages
-	Text      string // raw text: user messages are shown as plain text (white-space: pre-wrap)
-	Status    string // complete|stopped|error ("" means complete)
-	Error     string
-	Model     string
-	CreatedAt time.Time
-	Reasoning string     // the model's reasoning or thinking text, shown collapsed above the answer
-	Tools     []ToolCard // the tool calls of an assistant step, shown below its text
-	Memories  int        // long-term memories the reply was given (a link to the Memories page)
+	Seq    int64
+	Role   string // user|assistant (anything else is shown as plain text)
+	HTML   string // sanitised markdown for assistant messages
+	Text   string // raw text: user messages are shown as plain text (white-space: pre-wrap)
+	Status string // complete|stopped|error ("" means complete)
+	Error  string // an error's message, or why a stopped reply stopped (shown under it)
+	// Interrupted: the reply was cut off by its process dying (badge "interrupted").
+	Interrupted bool
+	Model       string
+	CreatedAt   time.Time
+	Reasoning   string     // the model's reasoning or thinking text, shown collapsed above the answer
+	Tools       []ToolCard // the tool calls of an assistant step, shown below its text
+	Memories    int        // long-term memories the reply was given (a link to the Memories page)
 	// Saved are the memories the message's explicit "remember …" created (chips with
 	// Undo); Suggestions what extraction proposes under "ask before saving".
 	Saved       []SavedMemory

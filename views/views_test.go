@@ -450,6 +450,21 @@ func TestMessageItem(t *testing.T) {
 			t.Error("stopped message shows an error")
 		}
 	})
+	t.Run("interrupted", func(t *testing.T) {
+		const why = "Interrupted: the server stopped while this reply was being written."
+		els := parseFragment(t, views.MessageItem(views.Message{Seq: 3, Role: "assistant", HTML: "<p>half</p>", Status: "stopped",
+			Error: why, Interrupted: true}))
+		if b := text(one(t, "badge", byAttr("data-testid", "stopped-badge"), els...)); b != "interrupted" {
+			t.Errorf("badge %q, want interrupted", b)
+		}
+		if n := text(one(t, "note", byAttr("data-testid", "message-note"), els...)); n != why {
+			t.Errorf("note %q, want %q", n, why)
+		}
+		one(t, "partial text", byTag("p"), one(t, ".md", byAttr("class", "md"), els...))
+		if n := len(findAll(byAttr("data-testid", "message-error"), els...)); n != 0 {
+			t.Error("an interrupted reply shows as an error")
+		}
+	})
 	t.Run("error", func(t *testing.T) {
 		els := parseFragment(t, views.MessageItem(views.Message{Seq: 4, Role: "assistant", Status: "error", Error: "upstream <502>"}))
 		e := one(t, "error", byAttr("data-testid", "message-error"), els...)

@@ -227,7 +227,9 @@ func (t *turn) callModel(ctx context.Context, req llm.Request) (llm.Response, er
 	t.emit(Event{Kind: EventModelRequest, Model: t.model, Request: &req})
 	var sent *llm.HTTPRequest
 	cctx := llm.WithCapture(ctx, func(h *llm.HTTPRequest) { sent = h })
+	d := t.startDraft()
 	resp, err := t.provider.Stream(cctx, req, func(ev llm.Event) {
+		d.add(ev)
 		switch ev.Kind {
 		case llm.EventText:
 			t.emit(Event{Kind: EventText, Text: ev.Text})
@@ -235,6 +237,7 @@ func (t *turn) callModel(ctx context.Context, req llm.Request) (llm.Response, er
 			t.emit(Event{Kind: EventReasoning, Text: ev.Text})
 		}
 	})
+	d.stop()
 	t.inTok += resp.Usage.InputTokens
 	t.outTok += resp.Usage.OutputTokens
 	t.emit(Event{Kind: EventModelResponse, Model: t.model, Request: &req, Response: &resp, Wire: sent, Err: err,
@@ -289,9 +292,13 @@ func (t *turn) runTool(ctx context.Context, call llm.ToolCall) {
 }
 
 // save commits m with a fresh context: the run's own may be cancelled (Stop, shutdown).
+// A message stored already (a reply's draft) is rewritten in place.
 func (t *turn) save(m *store.Message) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if m.ID != 0 {
+		return t.a.Store.UpdateMessage(ctx, m)
+	}
 	return t.a.Store.AppendMessage(ctx, m)
 }
 

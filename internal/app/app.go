@@ -46,6 +46,7 @@ type App struct {
 	Web       *web.Server
 	Log       *slog.Logger
 
+	lock      *instanceLock      // nil where flock is unavailable
 	stopPurge context.CancelFunc // ends the expired-memory purge loop
 	purged    chan struct{}      // closed when it has ended
 }
@@ -91,13 +92,21 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		log.Warn("created a new master key; back it up, without it the secrets in this data directory cannot be read",
 			"path", filepath.Join(cfg.DataDir, crypto.MasterKeyFile))
 	}
+	lock, err := lockInstance(cfg.DataDir)
+	if err != nil {
+		log.Warn("no instance lock in the data directory: after a crash, chats wait for the old process's leases to expire",
+			"err", err)
+		lock = nil
+	}
 	db, err := store.Open(ctx, filepath.Join(cfg.DataDir, "atrium.db"))
 	if err != nil {
+		lock.close()
 		return nil, err
 	}
-	a := &App{Config: cfg, Store: db, Log: log}
+	a := &App{Config: cfg, Store: db, Log: log, lock: lock}
 	if err := a.build(ctx, master, o); err != nil {
 		db.Close()
+		lock.close()
 		return nil, err
 	}
 	return a, nil
@@ -144,8 +153,22 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	if err := memory.RegisterTools(a.Tools, a.Memory); err != nil {
 		return err
 	}
-	a.Agent = agent.New(agent.Deps{Store: db, Resolve: a.Providers.Resolve, Tools: a.Tools, Memory: a.Memory,
-		Config: agentConfig(cfg, o.Agent), Log: log})
+	deps := agent.Deps{Store: db, Resolve: a.Providers.Resolve, Tools: a.Tools, Memory: a.Memory,
+		Config: agentConfig(cfg, o.Agent), Log: log}
+	if a.lock != nil {
+		deps.Instance, deps.Alive = a.lock.id, a.lock.alive
+	}
+	a.Agent = agent.New(deps)
+	// Chats a killed predecessor was answering answer again at once, their partial
+	// replies marked interrupted.
+	if n, err := a.Agent.RecoverDeadRuns(ctx); err != nil {
+		log.Error("could not release the leases of a stopped process; those chats wait for them to expire", "err", err)
+	} else if n > 0 {
+		log.Info("closed the replies of a stopped process", "chats", n)
+	}
+	if a.lock != nil {
+		a.lock.sweep()
+	}
 	grace := o.UnwatchedGrace
 	if grace <= 0 {
 		grace = 15 * time.Second
@@ -272,8 +295,13 @@ func (a *App) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Close closes the database. Call it after Shutdown, once no request is served.
-func (a *App) Close() error { return a.Store.Close() }
+// Close closes the database and gives up the instance lock. Call it after Shutdown,
+// once no request is served.
+func (a *App) Close() error {
+	err := a.Store.Close()
+	a.lock.close()
+	return err
+}
 
 // instanceSecret returns a random 32-byte secret kept in the database's meta table,
 // creating it on first run, so that it survives restarts.

@@ -20,6 +20,11 @@ const (
 	StatusError    = "error"
 )
 
+// ReplyInterrupted is the Error of a reply whose run died with its process (kill -9,
+// power loss). A streaming reply is stored with it from its first byte (status stopped),
+// so whatever was saved survives marked; finishing the reply overwrites the mark.
+const ReplyInterrupted = "Interrupted: the server stopped while this reply was being written."
+
 // Message roles; a user's message has role RoleUser ("user").
 const (
 	RoleSystem    = "system"
@@ -204,16 +209,18 @@ func (db *DB) appendMessages(ctx context.Context, msgs []*Message) error {
 }
 
 // UpdateMessage rewrites the mutable fields of message m.ID (content, reasoning,
-// tool calls, status, error, model, tokens) and sets m.UpdatedAt; used to finish a
-// reply that was stored while streaming. A missing message is errs.NotFound.
+// tool calls, status, error, model, tokens, duration, memories, saved memories) and
+// sets m.UpdatedAt; used to finish a reply that was stored while streaming. A missing
+// message is errs.NotFound.
 func (db *DB) UpdateMessage(ctx context.Context, m *Message) error {
 	if err := validMessage(m); err != nil {
 		return fmt.Errorf("store: update message: %w", err)
 	}
 	now := ms(db.now())
 	res, err := db.pool.ExecContext(ctx, `UPDATE messages SET content = ?, reasoning = ?, tool_calls = ?, status = ?, error = ?,
-		model = ?, tokens = ?, duration_ms = ?, updated_at = ? WHERE id = ?`,
-		m.Content, m.Reasoning, nullText(m.ToolCalls), m.Status, m.Error, m.Model, m.Tokens, m.Duration.Milliseconds(), now, m.ID)
+		model = ?, tokens = ?, duration_ms = ?, memories = ?, saved_memories = ?, updated_at = ? WHERE id = ?`,
+		m.Content, m.Reasoning, nullText(m.ToolCalls), m.Status, m.Error, m.Model, m.Tokens, m.Duration.Milliseconds(),
+		strings.Join(m.Memories, ","), strings.Join(m.Saved, ","), now, m.ID)
 	if isCheck(err) {
 		err = errs.Wrap(errs.Invalid, err, "invalid message (tool calls must be JSON)")
 	}
@@ -225,6 +232,22 @@ func (db *DB) UpdateMessage(ctx context.Context, m *Message) error {
 	}
 	m.UpdatedAt = fromMS(now)
 	return nil
+}
+
+// SaveDraft stores the text streamed so far into reply id, which must still be a draft
+// (status stopped with ReplyInterrupted): a late write never overwrites a finished
+// reply. It reports whether the draft was still there.
+func (db *DB) SaveDraft(ctx context.Context, id int64, content, reasoning string) (bool, error) {
+	res, err := db.pool.ExecContext(ctx, `UPDATE messages SET content = ?, reasoning = ?, updated_at = ?
+		WHERE id = ? AND status = 'stopped' AND error = ?`, content, reasoning, ms(db.now()), id, ReplyInterrupted)
+	if err != nil {
+		return false, fmt.Errorf("store: save draft: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: save draft: %w", err)
+	}
+	return n == 1, nil
 }
 
 // LatestMessages returns the last limit messages of the session in ascending seq
