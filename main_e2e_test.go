@@ -163,6 +163,36 @@ func TestEndToEndChat(t *testing.T) {
 		t.Errorf("HTTP GET of a foreign session: %d", code)
 	}
 
+	// 7. Alice deletes bob on the users page: the confirmation says what goes, and
+	// bob's login ends with him.
+	bobHTTP := bobClient(t, a.URL)
+	row := `tr[data-username=bob] `
+	var what string
+	var rows int
+	run("delete bob",
+		chromedp.Click(chromedp.CSS(`[data-testid=logout]`)),
+		loginSteps("alice", "correct horse battery"),
+		chromedp.Navigate(a.URL+"/admin/users"),
+		chromedp.Click(chromedp.CSS(row+`[data-testid=user-delete-open]`)),
+		chromedp.WaitVisible(chromedp.CSS(row+`[data-testid=user-delete-what]`)),
+		into(&what, chromedp.Text(chromedp.CSS(row+`[data-testid=user-delete-what]`))),
+		chromedp.SendKeys(chromedp.CSS(row+`[data-testid=user-delete-confirm]`), "bob"),
+		chromedp.Click(chromedp.CSS(row+`[data-testid=user-delete]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=form-notice]`)),
+		into(&rows, chromedp.Evaluate[int](`document.querySelectorAll('tr[data-username=bob]').length`)),
+	)
+	for _, w := range []string{"chats and messages", "memories", "runs", "logins", "data key", "cannot be undone"} {
+		if !strings.Contains(what, w) {
+			t.Errorf("the delete confirmation does not name %q: %q", w, what)
+		}
+	}
+	if rows != 0 {
+		t.Error("bob is still listed after his deletion")
+	}
+	if _, code := bobHTTP.get("/"); code != 303 {
+		t.Errorf("bob's login after his deletion: GET / answered %d, want 303 to the login page", code)
+	}
+
 	// The 404 of the foreign session and the 400 of the deliberate bad rename are expected.
 	problems.Check(t, "404 (Not Found)", "400 (Bad Request)", "Response Status Error Code 400")
 }

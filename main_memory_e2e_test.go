@@ -158,3 +158,117 @@ func TestEndToEndAdminMemoryReveal(t *testing.T) {
 	}
 	problems.Check(t)
 }
+
+// TestEndToEndMemoryChips: "remember …" → the reply's "Saved to memory" chip (also
+// after a reload) → Undo → gone from the Memories page and from the next model
+// request; with "ask before saving" on, extraction's proposal is a chip on the reply →
+// Accept → listed on the Memories page; another → Reject → nothing saved.
+func TestEndToEndMemoryChips(t *testing.T) {
+	ctx, problems := browsertest.New(t, 1200, 900)
+	fake := llmtest.NewServer(t)
+	fake.SetModels("fake-model")
+	var mu sync.Mutex
+	var systems []string
+	fake.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
+		if strings.Contains(req.Messages[0].Content, "long-term memory") { // the extraction
+			user := req.Messages[1].Content
+			switch {
+			case strings.Contains(user, "kayak"):
+				return llmtest.Reply{Text: []string{`{"actions":[{"op":"add","kind":"fact","text":"I paddle a red kayak"}]}`}}
+			case strings.Contains(user, "canoe"):
+				return llmtest.Reply{Text: []string{`{"actions":[{"op":"add","kind":"fact","text":"I own a blue canoe"}]}`}}
+			}
+			return llmtest.Reply{Text: []string{`{"actions":[]}`}}
+		}
+		mu.Lock()
+		systems = append(systems, req.Messages[0].Content)
+		mu.Unlock()
+		return llmtest.Reply{Text: llmtest.Words("Understood.")}
+	})
+	lastSystem := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return systems[len(systems)-1]
+	}
+	a := startApp(t, map[string]string{"ATRIUM_MEMORY_EXTRACT": "true"})
+	run := stepRunner(t, ctx)
+	setUpInBrowser(run, a, fake)
+	const pref = "I prefer imperial units"
+	replies := `#messages article[data-role=assistant][data-status=complete]`
+	memoryCount := `document.querySelectorAll('[data-testid=memory]').length`
+
+	var state string
+	run("remember, reload, Undo",
+		chromedp.Navigate(a.URL+"/"),
+		chromedp.Click(chromedp.CSS(`[data-testid=new-chat-main]`)),
+		sendSteps("Please remember that "+pref),
+		chromedp.WaitVisible(chromedp.CSS(replies+` [data-testid=saved-chip] [data-testid=undo-save]`)),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(replies+` [data-testid=saved-chip] [data-testid=undo-save]`)),
+	)
+	screenshot(t, ctx, "memory-saved")
+	run("Undo",
+		chromedp.Click(chromedp.CSS(`[data-testid=undo-save]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=saved-chip][data-state=undone]`)),
+		into(&state, chromedp.Text(chromedp.CSS(`[data-testid=saved-chip]`))),
+	)
+	if !strings.Contains(state, "Removed from memory") {
+		t.Errorf("chip after Undo: %q", state)
+	}
+	run("the next request does not carry it",
+		sendSteps("Which units should you use for me?"),
+		chromedp.WaitVisible(chromedp.CSS(replies+`:nth-of-type(4)`)),
+	)
+	if sys := lastSystem(); strings.Contains(sys, pref) {
+		t.Errorf("the request after Undo still carries the memory:\n%s", sys)
+	}
+	var left int
+	run("gone from the Memories page",
+		chromedp.Navigate(a.URL+"/memories"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=memories]`)),
+		into(&left, chromedp.Evaluate[int](memoryCount)),
+	)
+	if left != 0 {
+		t.Errorf("%d memories listed after Undo", left)
+	}
+
+	run("ask before saving",
+		chromedp.Click(chromedp.CSS(`[data-testid=memory-ask]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid=memory-settings-save]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=form-notice]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=memory-ask]:checked`)),
+	)
+	var done string
+	run("a suggestion → Accept",
+		chromedp.Navigate(a.URL+"/"),
+		chromedp.Click(chromedp.CSS(`[data-testid=new-chat-main]`)),
+		sendSteps("I paddle a red kayak on weekends."),
+		chromedp.WaitVisible(chromedp.CSS(replies+` [data-testid=suggestion-chip]`)),
+	)
+	screenshot(t, ctx, "memory-suggestion")
+	run("Accept",
+		chromedp.Click(chromedp.CSS(`[data-testid=suggestion-accept]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=suggestion-done]`)),
+		into(&done, chromedp.Text(chromedp.CSS(`[data-testid=suggestion-done]`))),
+	)
+	if done != "Saved to memory." {
+		t.Errorf("accepted chip says %q", done)
+	}
+	run("another → Reject",
+		sendSteps("I own a blue canoe too."),
+		chromedp.WaitVisible(chromedp.CSS(replies+`:nth-of-type(4) [data-testid=suggestion-chip]`)),
+		chromedp.Click(chromedp.CSS(replies+`:nth-of-type(4) [data-testid=suggestion-reject]`)),
+		chromedp.WaitVisible(chromedp.CSS(replies+`:nth-of-type(4) [data-testid=suggestion-done]`)),
+	)
+	var listed string
+	run("only the accepted one is on the page",
+		chromedp.Navigate(a.URL+"/memories"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=memory] [data-testid=memory-text-shown]`)),
+		into(&left, chromedp.Evaluate[int](memoryCount)),
+		into(&listed, chromedp.Text(chromedp.CSS(`[data-testid=memory] [data-testid=memory-text-shown]`))),
+	)
+	if left != 1 || listed != "I paddle a red kayak" {
+		t.Errorf("%d memories, first %q; want only the accepted one", left, listed)
+	}
+	problems.Check(t)
+}

@@ -57,6 +57,8 @@ func userPath(id int64, rest string) string {
 
 func msgID(seq int64) string { return "msg-" + strconv.FormatInt(seq, 10) }
 
+func memoryChipsID(seq int64) string { return "memory-chips-" + strconv.FormatInt(seq, 10) }
+
 func status(m Message) string {
 	if m.Status == "" {
 		return "complete"
@@ -242,6 +244,10 @@ func meterUsage(tokens, bound int) string {
 
 func memoryPath(id, rest string) string { return "/memories/" + url.PathEscape(id) + rest }
 
+func suggestionPath(id, rest string) string {
+	return "/memories/suggestions/" + url.PathEscape(id) + rest
+}
+
 // memoryEditForm is the edit form of m: the failed submit if it was for m, else m's text.
 func memoryEditForm(m MemoryItem, failed MemoryForm) MemoryForm {
 	if failed.ID == m.ID {
@@ -321,4 +327,11 @@ func memoriesUsed(n int) string {
 		return "1 memory used"
 	}
 	return strconv.Itoa(n) + " memories used"
+}
+
+func keyPlaceholder(set bool) string {
+	if set {
+		return "stored — leave empty to keep"
+	}
+	return "none"
 }

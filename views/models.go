@@ -45,17 +45,45 @@ type SessionList struct {
 
 // Message is one stored chat message.
 type Message struct {
-	Seq       int64
-	Role      string // user|assistant (anything else is shown as plain text)
-	HTML      string // sanitised markdown for assistant messages
-	Text      string // raw text: user messages are shown as plain text (white-space: pre-wrap)
-	Status    string // complete|stopped|error ("" means complete)
-	Error     string
-	Model     string
-	CreatedAt time.Time
-	Reasoning string     // the model's reasoning or thinking text, shown collapsed above the answer
-	Tools     []ToolCard // the tool calls of an assistant step, shown below its text
-	Memories  int        // long-term memories the reply was given (a link to the Memories page)
+	Seq    int64
+	Role   string // user|assistant (anything else is shown as plain text)
+	HTML   string // sanitised markdown for assistant messages
+	Text   string // raw text: user messages are shown as plain text (white-space: pre-wrap)
+	Status string // complete|stopped|error ("" means complete)
+	Error  string // an error's message, or why a stopped reply stopped (shown under it)
+	// Interrupted: the reply was cut off by its process dying (badge "interrupted").
+	Interrupted bool
+	Model       string
+	CreatedAt   time.Time
+	Reasoning   string     // the model's reasoning or thinking text, shown collapsed above the answer
+	Tools       []ToolCard // the tool calls of an assistant step, shown below its text
+	Memories    int        // long-term memories the reply was given (a link to the Memories page)
+	// Saved are the memories the message's explicit "remember …" created (chips with
+	// Undo); Suggestions what extraction proposes under "ask before saving".
+	Saved       []SavedMemory
+	Suggestions []MemorySuggestion
+}
+
+// Saved-memory chip states.
+const (
+	SavedShown  = "saved"  // still as saved: Undo is offered
+	SavedUndone = "undone" // Undo removed it
+	SavedGone   = "gone"   // forgotten some other way since
+	SavedEdited = "edited" // edited since: Undo would throw the edit away, so none is offered
+)
+
+// SavedMemory is one memory an explicit save created, as its chip on the reply shows it.
+type SavedMemory struct {
+	ID, SessionID string
+	State         string // a Saved* constant
+}
+
+// MemorySuggestion is a memory write waiting for the user's Accept or Reject.
+type MemorySuggestion struct {
+	ID, Op, Kind, Text string
+	ChatURL            string // where it was proposed ("" when that chat is unknown)
+	CreatedAt          time.Time
+	ExpiresAt          time.Time
 }
 
 // ToolCard is one tool call of an assistant step: what was asked and what came back.
@@ -148,7 +176,8 @@ type AdminUser struct {
 	Username, Role string // Role: user|admin
 	Disabled       bool
 	CreatedAt      time.Time
-	IsSelf         bool // the admin looking at the page: no disable or demote
+	IsSelf         bool   // the admin looking at the page: no disable, demote or delete
+	DeleteError    string // a refused deletion of this user (its form opens with it)
 }
 
 // Users is the users admin page. Form and Role refill the create form.
@@ -263,6 +292,7 @@ type Memories struct {
 	Total       int    // all of the user's memories, whatever the search shows
 	Query       string // "" = no search: Items is the whole list
 	LexicalOnly bool   // the search ran without vectors (the embedder failed)
+	Reindexing  bool   // … because they are being rebuilt for a new embedding model
 	Kinds       []string
 	Add         MemoryForm
 	Edit        MemoryForm // a failed edit, shown open on its memory
@@ -273,12 +303,15 @@ type Memories struct {
 	Import      string            // the import paste, refilled after an error
 	ImportError string
 	Settings    MemorySettings
+	Suggestions []MemorySuggestion // waiting for Accept or Reject, oldest first
+	InstanceOff bool               // an admin turned memory off for the whole instance
 }
 
 // MemorySettings are the user's memory switches.
 type MemorySettings struct {
 	Enabled bool // memory is read and written in chats (never in temporary ones)
 	Extract bool // the model is asked after each reply what is worth keeping
+	Ask     bool // what it proposes is shown as suggestions instead of being saved
 }
 
 // ForgetAllWord is what the user types to confirm forgetting every memory: a
@@ -319,4 +352,30 @@ type AdminMemoryUser struct {
 type AdminMemories struct {
 	Users         []AdminMemoryUser
 	Notice, Error string
+	Instance      MemoryInstance
+}
+
+// MemoryInstance is the instance memory settings form. Numbers are strings so that
+// a bad value is shown back as typed; the API key is never shown, only KeySet.
+type MemoryInstance struct {
+	Enabled          bool
+	Models           []ModelOption // "" first: the chat's model
+	ModelMissing     bool          // the saved memory model is no longer configured
+	EmbeddingsURL    string
+	EmbeddingsModel  string
+	Dimensions       string
+	HalfLifeDays     string
+	ForgetUnusedDays string
+	KeySet           bool
+	Error            string // why the form was not saved (nothing changed)
+	TestWidth        int    // the Test button's result: the vector width…
+	TestError        string // …or why the test failed
+	Reindex          ReindexStatus
+}
+
+// ReindexStatus is the progress of rebuilding the memory vectors for a new embedder.
+type ReindexStatus struct {
+	Stale, Running bool
+	Done, Total    int
+	Err            string
 }

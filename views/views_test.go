@@ -450,6 +450,21 @@ func TestMessageItem(t *testing.T) {
 			t.Error("stopped message shows an error")
 		}
 	})
+	t.Run("interrupted", func(t *testing.T) {
+		const why = "Interrupted: the server stopped while this reply was being written."
+		els := parseFragment(t, views.MessageItem(views.Message{Seq: 3, Role: "assistant", HTML: "<p>half</p>", Status: "stopped",
+			Error: why, Interrupted: true}))
+		if b := text(one(t, "badge", byAttr("data-testid", "stopped-badge"), els...)); b != "interrupted" {
+			t.Errorf("badge %q, want interrupted", b)
+		}
+		if n := text(one(t, "note", byAttr("data-testid", "message-note"), els...)); n != why {
+			t.Errorf("note %q, want %q", n, why)
+		}
+		one(t, "partial text", byTag("p"), one(t, ".md", byAttr("class", "md"), els...))
+		if n := len(findAll(byAttr("data-testid", "message-error"), els...)); n != 0 {
+			t.Error("an interrupted reply shows as an error")
+		}
+	})
 	t.Run("error", func(t *testing.T) {
 		els := parseFragment(t, views.MessageItem(views.Message{Seq: 4, Role: "assistant", Status: "error", Error: "upstream <502>"}))
 		e := one(t, "error", byAttr("data-testid", "message-error"), els...)
@@ -630,7 +645,7 @@ func TestUsersPage(t *testing.T) {
 		t.Fatalf("found %d rows", len(rows))
 	}
 	self, other := rows[0], rows[1]
-	for _, id := range []string{"user-disable", "user-enable", "user-role-save"} {
+	for _, id := range []string{"user-disable", "user-enable", "user-role-save", "user-delete"} {
 		if n := len(findAll(byAttr("data-testid", id), self)); n != 0 {
 			t.Errorf("own row has %s", id)
 		}
@@ -639,6 +654,10 @@ func TestUsersPage(t *testing.T) {
 	one(t, "enable", byAttr("action", "/admin/users/2/enable"), other)
 	one(t, "role", byAttr("action", "/admin/users/2/role"), other)
 	one(t, "reset", byAttr("action", "/admin/users/2/reset"), other)
+	one(t, "delete", byAttr("action", "/admin/users/2/delete"), other)
+	if _, open := attr(one(t, "delete details", byAttr("data-testid", "user-delete-details"), other), "open"); open {
+		t.Error("the delete form is open without an error")
+	}
 	one(t, "create", byAttr("action", "/admin/users"), doc)
 }
 

@@ -39,6 +39,9 @@ func (s *Server) adminMemoriesView(ctx context.Context) (views.AdminMemories, er
 		return views.AdminMemories{}, err
 	}
 	var v views.AdminMemories
+	if v.Instance, err = s.memoryInstanceView(ctx, nil); err != nil {
+		return v, err
+	}
 	for _, u := range users {
 		au := views.AdminMemoryUser{ID: u.ID, Username: u.Username}
 		if st := stats[u.ID]; st != nil {

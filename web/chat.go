@@ -49,6 +49,9 @@ func (s *Server) chatView(ctx context.Context, ss store.Session, snap Snapshot) 
 		chat.RunState = "streaming"
 	}
 	chat.Messages = messageViews(msgs, func(m store.Message) bool { return snap.Live != nil && m.Seq > snap.AfterSeq })
+	if err := s.fillMemoryChips(ctx, ss.OwnerID, ss.ID, chat.Messages); err != nil {
+		return views.Chat{}, err
+	}
 	chat.Task = taskView(ss.ID, ss.State, "")
 	chat.Meter = s.lastMeter(ctx, ss)
 	chat.MCP = s.mcpIndicator()
@@ -104,6 +107,9 @@ func (s *Server) olderMessages(c echo.Context) error {
 		return err
 	}
 	items := messageViews(msgs, nil)
+	if err := s.fillMemoryChips(c.Request().Context(), ss.OwnerID, ss.ID, items); err != nil {
+		return err
+	}
 	var cursor int64
 	if hasOlder && len(msgs) > 0 {
 		cursor = msgs[0].Seq

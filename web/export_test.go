@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"time"
 
 	"atrium/internal/mcp"
 	"atrium/internal/store"
@@ -17,3 +18,7 @@ const (
 func (s *Server) ServerConfig(ctx context.Context, row store.MCPServer) (mcp.ServerConfig, error) {
 	return s.mcpConfigs.Config(ctx, row)
 }
+
+// SetLoginRecheck shortens how often open sockets re-check their login (set it before
+// the sockets open), so a test can see a login ended by another process end them.
+func (s *Server) SetLoginRecheck(d time.Duration) { s.loginRecheck = d }

@@ -203,6 +203,15 @@ func (r *room) flushPending() {
 
 // Publish implements agent.Sink.
 func (h *Hub) Publish(ev agent.Event) {
+	if w := ev.MemoryWrite; ev.Kind == agent.EventMemory && w != nil && len(w.Suggestions) > 0 && w.Suggestions[0].ReplySeq != nil {
+		// Extraction's suggestions arrive after the reply: chips on it, in every tab.
+		m := views.Message{Seq: *w.Suggestions[0].ReplySeq}
+		for _, sg := range w.Suggestions {
+			m.Suggestions = append(m.Suggestions, suggestionView(sg))
+		}
+		h.broadcastTo(ev.SessionID, renderFrame(views.FrameMemoryChips(m)))
+		return
+	}
 	r := h.room(ev.SessionID)
 	r.mu.Lock()
 	switch ev.Kind {

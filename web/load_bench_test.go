@@ -26,6 +26,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"atrium/internal/app"
 	"atrium/internal/config"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/store"
@@ -113,7 +114,7 @@ func BenchmarkLoadReplies(b *testing.B) {
 	duration := envDuration("ATRIUM_LOAD_DURATION", 2*time.Second)
 	extract := os.Getenv("ATRIUM_LOAD_EXTRACT") != "0"
 	for b.Loop() {
-		env := newTestEnvWith(b, func(c *config.Config) { c.MemoryExtraction = extract })
+		env := newTestEnvConfig(b, app.Options{}, func(c *config.Config) { c.MemoryExtraction = extract })
 		env.llm.Unrecorded = true
 		env.llm.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
 			return llmtest.Reply{Text: []string{fmt.Sprintf("t%dz ", time.Now().UnixNano()), "hello ", "there."}}

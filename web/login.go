@@ -90,6 +90,7 @@ func (s *Server) logout(c echo.Context) error {
 		if err := s.logins.LogOut(c.Request().Context(), token); err != nil {
 			return err
 		}
+		s.endLoginSockets(token) // this browser's; the user's other logins keep theirs
 	}
 	s.clearLoginCookie(c)
 	return redirect(c, "/login")

@@ -36,6 +36,10 @@ func (s *Server) mcpSocket(c echo.Context) error {
 	defer conn.Close()
 	conn.SetReadLimit(4096)
 	cl := newClient()
+	// A demotion or an ended login closes it (it must not go on receiving the cards).
+	token, _ := c.Get(loginKey).(string)
+	u, _ := currentUser(c)
+	defer s.openSocket(token, u, cl, true, false)()
 	s.Hub.subscribe(mcpRoomSettings, cl, func(Snapshot) []byte { return s.mcpSettingsSnapshot() })
 	defer s.Hub.unsubscribe(mcpRoomSettings, cl)
 	go s.writeLoop(conn, cl)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -45,7 +46,15 @@ func (s *Server) memoriesView(ctx context.Context, owner int64, q string) (views
 	if err != nil {
 		return v, err
 	}
-	v.Settings = views.MemorySettings{Enabled: st.Enabled, Extract: st.Extract}
+	v.Settings = views.MemorySettings{Enabled: st.Enabled, Extract: st.Extract, Ask: st.Ask}
+	sugs, err := s.Memory.Suggestions(ctx, owner, "")
+	if err != nil {
+		return v, err
+	}
+	for _, sg := range sugs {
+		v.Suggestions = append(v.Suggestions, suggestionView(sg))
+	}
+	v.InstanceOff = st.InstanceOff
 	if v.Audit, err = s.memoryAudit(ctx, owner); err != nil {
 		return v, err
 	}
@@ -60,7 +69,8 @@ func (s *Server) memoriesView(ctx context.Context, owner int64, q string) (views
 		return v, err
 	}
 	v.LexicalOnly = res.LexicalOnly
-	if res.VectorErr != nil {
+	v.Reindexing = errors.Is(res.VectorErr, memory.ErrReindexing)
+	if res.VectorErr != nil && !v.Reindexing {
 		s.Log.Warn("web: memory search without vectors", "err", res.VectorErr)
 	}
 	for _, h := range res.Hits {
@@ -82,7 +92,8 @@ func (s *Server) showMemories(c echo.Context) error {
 // setMemorySettings saves the user's memory switches.
 func (s *Server) setMemorySettings(c echo.Context) error {
 	u, _ := currentUser(c)
-	st := memory.Settings{Enabled: c.FormValue("enabled") == "on", Extract: c.FormValue("extract") == "on"}
+	st := memory.Settings{Enabled: c.FormValue("enabled") == "on", Extract: c.FormValue("extract") == "on",
+		Ask: c.FormValue("ask") == "on"}
 	if err := s.Memory.SetSettings(c.Request().Context(), u.ID, st); err != nil {
 		return err
 	}

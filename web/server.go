@@ -53,6 +53,9 @@ type Server struct {
 	echo       *echo.Echo
 	secureBase bool // the public base URL is https
 	mcp        mcpState
+
+	sockets      sockets       // open websockets by login, so ending a login closes them
+	loginRecheck time.Duration // how often an open socket re-checks its login
 }
 
 // New builds the server and its route table.
@@ -69,6 +72,8 @@ func New(d Deps) *Server {
 		logins:     auth.NewLogins(d.Store, d.Config.LoginTTL, d.Now),
 		mcpConfigs: &mcp.ConfigStore{Rows: d.Store, Keys: d.Keys},
 		secureBase: strings.HasPrefix(d.Config.BaseURL, "https://"),
+
+		loginRecheck: loginRecheck,
 	}
 	s.echo = s.routes()
 	return s

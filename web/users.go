@@ -111,6 +111,7 @@ func (s *Server) setDisabled(c echo.Context, disabled bool) error {
 	verb := "enabled"
 	if disabled {
 		verb = "disabled"
+		s.endUserSockets(u.ID) // their logins are gone, and with them their sockets
 	}
 	return usersDone(c, "User "+u.Username+" "+verb+".")
 }
@@ -134,6 +135,7 @@ func (s *Server) resetUserPassword(c echo.Context) error {
 	if err := s.Store.SetUserPassword(c.Request().Context(), u.ID, hash); err != nil {
 		return err
 	}
+	s.endUserSockets(u.ID)
 	return usersDone(c, "Password of "+u.Username+" reset; their open logins were ended.")
 }
 
@@ -152,5 +154,60 @@ func (s *Server) setUserRole(c echo.Context) error {
 	if err := s.Store.SetUserRole(c.Request().Context(), u.ID, role); err != nil {
 		return s.usersFail(c, err, views.AuthForm{}, store.RoleUser)
 	}
+	if role != store.RoleAdmin {
+		s.endAdminSockets(u.ID)
+	}
 	return usersDone(c, "User "+u.Username+" is now "+role+".")
+}
+
+// deleteUser deletes a user and everything of theirs (store.DeleteUser: one
+// transaction, their data key included, the WAL checkpointed) once the admin typed
+// the username: a per-user word, so a confirmation meant for one row cannot hit
+// another. Their replies are stopped, their key forgotten here too, and their
+// sockets closed. The server log keeps who deleted which user id (not the name).
+func (s *Server) deleteUser(c echo.Context) error {
+	ctx := c.Request().Context()
+	u, err := s.targetUser(c)
+	if err != nil {
+		return err
+	}
+	me, _ := currentUser(c)
+	refuse := func(status int, msg string) error {
+		v, err := s.usersView(ctx, c, views.AuthForm{}, store.RoleUser, "", "")
+		if err != nil {
+			return err
+		}
+		for i := range v.Users {
+			if v.Users[i].ID == u.ID {
+				v.Users[i].DeleteError = msg
+			}
+		}
+		return render(c, status, views.UsersPage(s.page(c, "Users"), v))
+	}
+	if me.ID == u.ID {
+		return s.usersFail(c, errs.E(errs.Conflict, "You cannot delete your own account."), views.AuthForm{}, store.RoleUser)
+	}
+	if !strings.EqualFold(strings.TrimSpace(c.FormValue("confirm")), u.Username) {
+		return refuse(http.StatusBadRequest, "Type the username “"+u.Username+"” to confirm; nothing was deleted.")
+	}
+	sessions, err := s.Store.UserSessionIDs(ctx, u.ID)
+	if err != nil {
+		return err
+	}
+	for _, id := range sessions {
+		s.Agent.Stop(id)
+	}
+	if err := s.Store.DeleteUser(ctx, u.ID); err != nil {
+		if errs.Code(err) == errs.Conflict {
+			return refuse(http.StatusConflict, "You cannot delete the last enabled admin.")
+		}
+		return err
+	}
+	s.Keys.Forget(u.ID)
+	s.endUserSockets(u.ID)
+	for _, id := range sessions {
+		s.Agent.Stop(id) // a reply that started meanwhile can save nothing now
+	}
+	s.Log.Info("web: user deleted", "user_id", u.ID, "by", me.Username)
+	return usersDone(c, "User "+u.Username+" deleted, with their chats, memories, runs and data key.")
 }

@@ -23,13 +23,15 @@ const resultPreviewChars = 2000
 // called tools (a call without a result shows as running).
 func messageView(m store.Message, results map[string]*store.Message) views.Message {
 	v := views.Message{Seq: m.Seq, Role: m.Role, Status: m.Status, Error: m.Error, Model: m.Model,
-		CreatedAt: m.CreatedAt, Reasoning: m.Reasoning}
+		CreatedAt: m.CreatedAt, Reasoning: m.Reasoning,
+		Interrupted: m.Status == store.StatusStopped && m.Error == store.ReplyInterrupted}
 	if m.Role != store.RoleAssistant {
 		v.Text = m.Content
 		return v
 	}
 	v.HTML = markdown.Render(m.Content)
 	v.Memories = len(m.Memories)
+	v.Saved = savedViews(m)
 	calls, _ := contextwin.ParseToolCalls(m.ToolCalls)
 	for _, c := range calls {
 		v.Tools = append(v.Tools, toolCard(c, results[c.ID]))

@@ -27,6 +27,9 @@ type clientFrame struct {
 	Type   string     `json:"type"`
 	Text   string     `json:"text"`
 	Attach attachList `json:"attach"` // MCP resources: "<server>\n<uri>", one or several
+	// Memory chips: undo names a memory its chat saved, accept/reject a suggestion.
+	Memory     string `json:"memory"`
+	Suggestion string `json:"suggestion"`
 }
 
 // checkOrigin refuses cross-site websocket handshakes (the login cookie would otherwise
@@ -69,6 +72,10 @@ func (s *Server) chatSocket(c echo.Context) error {
 
 	cl := newClient()
 	ctx := c.Request().Context()
+	// Registered first, so that ending the login from here on closes this socket.
+	token, _ := c.Get(loginKey).(string)
+	u, _ := currentUser(c)
+	defer s.openSocket(token, u, cl, false, true)()
 	s.Hub.subscribe(ss.ID, cl, func(snap Snapshot) []byte {
 		chat, err := s.chatView(ctx, ss, snap)
 		if err != nil {
@@ -85,7 +92,7 @@ func (s *Server) chatSocket(c echo.Context) error {
 	}
 
 	go s.writeLoop(conn, cl)
-	s.readLoop(c, conn, cl, ss)
+	s.readLoop(c, conn, cl, ss, token)
 	cl.close()
 	return nil
 }
@@ -122,8 +129,9 @@ func (s *Server) writeLoop(conn *websocket.Conn, cl *client) {
 }
 
 // readLoop handles frames from the browser until it goes away. Bad frames get a notice
-// to this client only; the connection stays open.
-func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss store.Session) {
+// to this client only; the connection stays open. Each request re-checks the login
+// (token): one that ended closes the socket and does nothing.
+func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss store.Session, token string) {
 	_ = conn.SetReadDeadline(time.Now().Add(wsPongWait))
 	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(wsPongWait)) })
 	notify := func(msg string) {
@@ -152,21 +160,44 @@ func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss s
 			continue
 		}
 		switch f.Type {
-		case "send":
-			s.handleSend(c, ss.ID, f.Text, f.Attach, notify)
-		case "stop":
-			s.Agent.Stop(ss.ID)
+		case "send", "stop", "undo", "accept", "reject":
 		default:
 			notify("Unknown request type; nothing was saved.")
+			continue
+		}
+		// Once the login ended, frames are dropped until the writer has sent the notice
+		// and the close frame and closed the connection (which ends this loop).
+		select {
+		case <-cl.closed:
+			continue
+		default:
+		}
+		u, err := s.liveLogin(c.Request().Context(), token, false)
+		if errs.Is(err, errs.Unauthorized) {
+			s.sockets.end(cl)
+			continue
+		}
+		if err != nil {
+			s.Log.Error("web: websocket login check", "session", ss.ID, "err", err)
+			notify(errs.Message(err))
+			continue
+		}
+		switch f.Type {
+		case "send":
+			s.handleSend(c, u, ss.ID, f.Text, f.Attach, notify)
+		case "stop":
+			s.Agent.Stop(ss.ID)
+		case "undo", "accept", "reject":
+			s.memoryFrame(c.Request().Context(), ss, f, notify)
 		}
 	}
 }
 
-// handleSend starts a turn. The session is re-read so a model change or a deletion since
-// the socket opened is seen. Attached MCP resources are read and put before the text.
-func (s *Server) handleSend(c echo.Context, sessionID, text string, attach []string, notify func(string)) {
+// handleSend starts a turn for u, the login's user as just re-checked. The session is
+// re-read so a model change or a deletion since the socket opened is seen. Attached
+// MCP resources are read and put before the text.
+func (s *Server) handleSend(c echo.Context, u store.User, sessionID, text string, attach []string, notify func(string)) {
 	ctx := c.Request().Context()
-	u, _ := currentUser(c)
 	ss, err := s.Store.SessionForOwner(ctx, sessionID, u.ID)
 	if err != nil {
 		notify(errs.Message(err))

@@ -47,6 +47,7 @@ type Config struct {
 	Budgets         contextwin.Budgets
 	LeaseTTL        time.Duration // 5s; renewed every TTL/3 while the run lives
 	LeaseWait       time.Duration // how long a send waits for another process's lease (TTL + 1s)
+	DraftInterval   time.Duration // how often a streaming reply's text is saved (1s): what a kill -9 can lose
 	// ExtractMemories asks the chat's model after each reply what the user's message
 	// holds that is worth remembering (needs Deps.Memory).
 	ExtractMemories bool
@@ -68,6 +69,13 @@ type Deps struct {
 	Now     func() time.Time
 	NewID   func() string // run ids
 	Log     *slog.Logger
+	// Instance names this process in lease holders ("<instance>/<run>"); "": random.
+	Instance string
+	// Alive reports whether the process named by an instance still runs (another
+	// process on the same data directory). A lease held by a dead one is taken at once
+	// and its unfinished reply marked interrupted. nil: every other holder is presumed
+	// alive until its lease expires.
+	Alive func(instance string) bool
 }
 
 // Agent owns the in-flight runs. It is safe for concurrent use.
@@ -148,8 +156,14 @@ func New(d Deps) *Agent {
 	if c.LeaseWait <= 0 {
 		c.LeaseWait = c.LeaseTTL + time.Second
 	}
+	if c.DraftInterval <= 0 {
+		c.DraftInterval = time.Second
+	}
+	if d.Instance == "" {
+		d.Instance = uuid.NewString()[:8]
+	}
 	base, cancel := context.WithCancel(context.Background())
-	return &Agent{Deps: d, cfg: c, instance: uuid.NewString()[:8], base: base, cancelBase: cancel,
+	return &Agent{Deps: d, cfg: c, instance: d.Instance, base: base, cancelBase: cancel,
 		runs: map[string]*run{}, queued: map[string]queuedSend{}, folding: map[string]bool{},
 		background: map[string]int{}}
 }
@@ -230,12 +244,16 @@ func (a *Agent) Send(ctx context.Context, s store.Session, text string) error {
 	return nil
 }
 
-// begin takes the session lease (waiting for another process's lease to end or expire)
-// and commits the user's message.
+// begin takes the session lease (taking it at once from a dead process, else waiting
+// for another process's lease to end or expire) and commits the user's message.
 func (a *Agent) begin(ctx context.Context, r *run, s store.Session, text string) (*store.Message, error) {
 	deadline := a.Now().Add(a.cfg.LeaseWait)
+	told := false
 	for {
 		ok, err := a.Store.AcquireLease(ctx, s.ID, a.holder(r), a.cfg.LeaseTTL)
+		if err == nil && !ok {
+			ok, err = a.takeFromDead(ctx, s.ID, a.holder(r))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("agent: take lease: %w", err)
 		}
@@ -244,6 +262,11 @@ func (a *Agent) begin(ctx context.Context, r *run, s store.Session, text string)
 		}
 		if a.Now().After(deadline) {
 			return nil, errs.E(errs.Busy, "This chat is answering in another Atrium process. Try again in a moment.")
+		}
+		if !told {
+			// A live process is still answering: say why nothing happens yet.
+			told = true
+			a.publish(Event{Kind: EventNotice, SessionID: s.ID, Text: WaitingNotice})
 		}
 		select {
 		case <-time.After(100 * time.Millisecond):
@@ -260,6 +283,86 @@ func (a *Agent) begin(ctx context.Context, r *run, s store.Session, text string)
 	a.publish(Event{Kind: EventUserMessage, RunID: r.id, SessionID: s.ID, OwnerID: s.OwnerID, Message: user})
 	return user, nil
 }
+
+// WaitingNotice is shown while a send waits for another live process's reply in the chat.
+const WaitingNotice = "Waiting for the previous reply to end…"
+
+// takeFromDead takes the session's lease for holder when its current holder belongs to
+// a process that is gone, and closes that process's unfinished reply. It reports false
+// when the holder is alive (or unknown), or someone else took the lease first.
+func (a *Agent) takeFromDead(ctx context.Context, sessionID, holder string) (bool, error) {
+	if a.Alive == nil {
+		return false, nil
+	}
+	from, err := a.Store.LeaseHolder(ctx, sessionID)
+	if err != nil || from == "" {
+		return false, err // "": released meanwhile; the next AcquireLease gets it
+	}
+	inst, _, _ := strings.Cut(from, "/")
+	if inst == a.instance || a.Alive(inst) {
+		return false, nil
+	}
+	ok, err := a.Store.TakeLease(ctx, sessionID, holder, from, a.cfg.LeaseTTL)
+	if err != nil || !ok {
+		return false, err
+	}
+	a.Log.Info("agent: took over the lease of a stopped process", "session", sessionID, "from", from)
+	if err := a.closeDeadRun(ctx, sessionID); err != nil {
+		if rerr := a.Store.ReleaseLease(context.WithoutCancel(ctx), sessionID, holder); rerr != nil {
+			a.Log.Warn("agent: release lease", "session", sessionID, "err", rerr)
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// closeDeadRun marks the reply of a run whose process died. Its streamed text is
+// already stored, marked interrupted (see store.ReplyInterrupted); what is left is a run
+// that died with no reply row yet (before the first model call, or while a tool ran):
+// an empty interrupted reply is added so that the chat says so. The caller holds the lease.
+func (a *Agent) closeDeadRun(ctx context.Context, sessionID string) error {
+	last, _, err := a.Store.LatestMessages(ctx, sessionID, 1)
+	if err != nil || len(last) == 0 {
+		return err
+	}
+	if m := last[0]; m.Role == store.RoleAssistant && len(m.ToolCalls) == 0 {
+		return nil // a reply (finished, or the interrupted draft)
+	}
+	m := &store.Message{SessionID: sessionID, Role: store.RoleAssistant, Status: store.StatusStopped, Error: store.ReplyInterrupted}
+	return a.Store.AppendMessage(ctx, m)
+}
+
+// RecoverDeadRuns closes the runs of processes that are gone (see Deps.Alive): their
+// leases are dropped and their unfinished replies marked interrupted, so that a
+// restarted Atrium answers at once. Call it at start-up; it returns how many it closed.
+func (a *Agent) RecoverDeadRuns(ctx context.Context) (int, error) {
+	if a.Alive == nil {
+		return 0, nil
+	}
+	leases, err := a.Store.Leases(ctx)
+	if err != nil {
+		return 0, err
+	}
+	holder := a.instance + "/recover"
+	n := 0
+	for _, l := range leases {
+		ok, err := a.takeFromDead(ctx, l.SessionID, holder)
+		if err != nil {
+			return n, fmt.Errorf("agent: recover session %s: %w", l.SessionID, err)
+		}
+		if !ok {
+			continue
+		}
+		n++
+		if err := a.Store.ReleaseLease(ctx, l.SessionID, holder); err != nil {
+			return n, fmt.Errorf("agent: recover session %s: %w", l.SessionID, err)
+		}
+	}
+	return n, nil
+}
+
+// Instance names this process in the lease holders it writes ("<instance>/<run>").
+func (a *Agent) Instance() string { return a.instance }
 
 func (a *Agent) holder(r *run) string { return a.instance + "/" + r.id }
 

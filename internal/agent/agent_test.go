@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"atrium/internal/agent"
 	"atrium/internal/app"
 	"atrium/internal/config"
+	"atrium/internal/contextwin"
 	"atrium/internal/errs"
 	"atrium/internal/llm"
 	"atrium/internal/llm/llmtest"
@@ -115,6 +117,7 @@ type options struct {
 	apiKey     string
 	cfg        agent.Config
 	tools      []tools.Tool // more tools, registered after the built-ins
+	log        *slog.Logger
 }
 
 const apiKey = "sk-test-SECRET-abcdef123456"
@@ -127,7 +130,7 @@ func newHarness(t *testing.T, o options) *harness {
 	fake := llmtest.NewServer(t)
 	sink := newRecorder()
 	cfg := config.Config{DataDir: t.TempDir(), ModelStartTimeout: 200 * time.Millisecond, ModelIdleTimeout: 200 * time.Millisecond}
-	opts := app.Options{Agent: o.cfg, Tools: o.tools, Sinks: []agent.Sink{sink}}
+	opts := app.Options{Agent: o.cfg, Tools: o.tools, Sinks: []agent.Sink{sink}, Log: o.log}
 	a := startApp(t, cfg, opts)
 	db := a.Store
 	if !o.noProvider {
@@ -277,7 +280,8 @@ func TestStopKeepsPartialReply(t *testing.T) {
 		t.Errorf("partial content %q is not a non-empty strict prefix of the reply", final.Content)
 	}
 	msgs := h.messages(t)
-	if len(msgs) != 2 || msgs[1].Status != store.StatusStopped || msgs[1].Content != final.Content {
+	// Stopped by the user: no "interrupted" mark (that is for a process that died).
+	if len(msgs) != 2 || msgs[1].Status != store.StatusStopped || msgs[1].Content != final.Content || msgs[1].Error != "" {
 		t.Fatalf("stored %+v", msgs)
 	}
 	if h.agent.Stop(h.session.ID) {
@@ -383,6 +387,9 @@ func TestProviderFailuresAreSavedAsErrors(t *testing.T) {
 				if !strings.Contains(strings.ToLower(got.Error), strings.ToLower(w)) {
 					t.Errorf("error %q does not mention %q", got.Error, w)
 				}
+			}
+			if tt.reply.StallAfter+tt.reply.BreakAfter > 0 && got.Content != "Partial answer " {
+				t.Errorf("a reply that failed mid-stream kept %q, want its partial text", got.Content)
 			}
 			if strings.Contains(got.Error, "SECRET") || strings.Contains(got.Content, "SECRET") {
 				t.Errorf("the API key leaked into the saved reply: %q", got.Error)
@@ -560,9 +567,10 @@ func TestModelGetsHistoryInOrder(t *testing.T) {
 		roles = append(roles, m.Role)
 		contents = append(contents, m.Content)
 	}
-	// The failed reply carries no text for the model and is left out.
-	wantRoles := []string{"system", "user", "assistant", "user", "user"}
-	wantContents := []string{"Be brief.", "Capital of France?", "Paris.", "And of Italy?", "Population of Paris?"}
+	// The failed reply carries no text for the model: a placeholder stands in for it, so
+	// that two user messages never follow each other.
+	wantRoles := []string{"system", "user", "assistant", "user", "assistant", "user"}
+	wantContents := []string{"Be brief.", "Capital of France?", "Paris.", "And of Italy?", contextwin.NoReply, "Population of Paris?"}
 	if !slices.Equal(roles, wantRoles) || !slices.Equal(contents, wantContents) {
 		t.Errorf("model got roles %q contents %q\nwant %q %q", roles, contents, wantRoles, wantContents)
 	}

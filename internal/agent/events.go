@@ -5,6 +5,7 @@ import (
 
 	"atrium/internal/contextwin"
 	"atrium/internal/llm"
+	"atrium/internal/memory"
 	"atrium/internal/store"
 	"atrium/internal/tools"
 )
@@ -90,6 +91,9 @@ type Event struct {
 	State       []byte
 	Err         error
 	Duration    time.Duration // model call or summary duration
+	// Purpose marks a model request/response that is not one of the reply's steps
+	// (PurposeMemoryExtract); "" for the reply's own.
+	Purpose string
 }
 
 // SummaryUpdate is one fold of older turns into the rolling summary.
@@ -113,10 +117,17 @@ type MemoryRecall struct {
 // (Op "save" or "forget", IDs the memories saved or removed) or the extraction after
 // the reply (Op "extract", IDs as "add:id", "update:id" or "delete:id"). Err is set
 // when something failed or was refused.
+//
+// With "ask before saving", extraction's adds and updates are kept as Suggestions
+// (IDs "suggest-add:id" or "suggest-update:id"); their texts are for the chat's chips
+// only and must not be recorded. Dropped says which proposals were not written and why
+// (not the user's words, already in memory), never their text.
 type MemoryWrite struct {
-	Op  string
-	IDs []string
-	Err error
+	Op          string
+	IDs         []string
+	Err         error
+	Suggestions []memory.Suggestion
+	Dropped     []string
 }
 
 // MemoryHit is one recalled memory and why it ranked where it did.

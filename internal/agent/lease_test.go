@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"atrium/internal/agent"
+	"atrium/internal/app"
 	"atrium/internal/errs"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/store"
@@ -120,12 +121,17 @@ func TestConcurrentSendsDoNotInterleave(t *testing.T) {
 }
 
 // TestLeaseOfCrashedProcessIsTakenOver: a lease left behind by a process that died is
-// waited out, then taken, and the reply completes.
+// taken at once (its instance lock is gone), its unfinished reply is marked interrupted,
+// and the new reply completes. Before, the send waited for the lease to expire.
 func TestLeaseOfCrashedProcessIsTakenOver(t *testing.T) {
-	h := newHarness(t, options{cfg: agent.Config{LeaseTTL: time.Second}})
+	h := newHarness(t, options{cfg: agent.Config{LeaseTTL: 2 * time.Second}})
 	echoReplies(h)
 	ctx := context.Background()
-	ok, err := h.db.AcquireLease(ctx, h.session.ID, "crashed/run", time.Second)
+	// The dead process had committed a user message and nothing else yet.
+	if err := h.db.AppendMessage(ctx, &store.Message{SessionID: h.session.ID, Role: store.RoleUser, Content: "lost?"}); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := h.db.AcquireLease(ctx, h.session.ID, "crashed/run", 2*time.Second)
 	if err != nil || !ok {
 		t.Fatalf("seed the stale lease: %v %v", ok, err)
 	}
@@ -135,8 +141,43 @@ func TestLeaseOfCrashedProcessIsTakenOver(t *testing.T) {
 	waited := time.Since(start)
 	final := h.sink.waitFinal(t, 1)
 
+	if waited > 500*time.Millisecond {
+		t.Errorf("Send took %s; a dead process's lease should be taken at once", waited)
+	}
+	if final.Status != store.StatusComplete || final.Content != "reply to hello again" {
+		t.Errorf("final %q %q (error %q)", final.Status, final.Content, final.Error)
+	}
+	h.waitIdle(t)
+	msgs := h.messages(t)
+	if len(msgs) != 4 || msgs[1].Role != store.RoleAssistant || msgs[1].Status != store.StatusStopped ||
+		msgs[1].Error != store.ReplyInterrupted {
+		t.Fatalf("stored %v; want the dead run's message closed by an interrupted reply", shape(msgs))
+	}
+	checkAlternating(t, msgs[2:], "hello again")
+	if n := storetest.Int(t, h.db, `SELECT count(*) FROM session_leases WHERE session_id = ?`, h.session.ID); n != 0 {
+		t.Errorf("%d lease rows left after the run ended", n)
+	}
+}
+
+// TestExpiredLeaseOfLiveProcessIsTakenOver: a lease whose process is alive but stopped
+// renewing it is waited out, then taken.
+func TestExpiredLeaseOfLiveProcessIsTakenOver(t *testing.T) {
+	h := newHarness(t, options{cfg: agent.Config{LeaseTTL: time.Second}})
+	echoReplies(h)
+	other := startApp(t, h.cfg, app.Options{}).Agent // alive: its instance lock is held
+	ctx := context.Background()
+	ok, err := h.db.AcquireLease(ctx, h.session.ID, other.Instance()+"/run", time.Second)
+	if err != nil || !ok {
+		t.Fatalf("seed the lease: %v %v", ok, err)
+	}
+
+	start := time.Now()
+	h.send(t, "hello again")
+	waited := time.Since(start)
+	final := h.sink.waitFinal(t, 1)
+
 	if waited < 500*time.Millisecond {
-		t.Errorf("Send returned after %s; it should have waited for the stale lease to expire", waited)
+		t.Errorf("Send returned after %s; it should have waited for the live process's lease to expire", waited)
 	}
 	if waited > 2500*time.Millisecond {
 		t.Errorf("Send took %s to take over a lease that expired after 1s", waited)
@@ -146,9 +187,6 @@ func TestLeaseOfCrashedProcessIsTakenOver(t *testing.T) {
 	}
 	h.waitIdle(t)
 	checkAlternating(t, h.messages(t), "hello again")
-	if n := storetest.Int(t, h.db, `SELECT count(*) FROM session_leases WHERE session_id = ?`, h.session.ID); n != 0 {
-		t.Errorf("%d lease rows left after the run ended", n)
-	}
 }
 
 // TestLiveLeaseElsewhereRefusesSend: while another process holds and renews the
@@ -158,7 +196,7 @@ func TestLiveLeaseElsewhereRefusesSend(t *testing.T) {
 	h := newHarness(t, options{cfg: agent.Config{LeaseTTL: ttl, LeaseWait: wait}})
 	echoReplies(h)
 	ctx := context.Background()
-	const holder = "other-process/run"
+	holder := startApp(t, h.cfg, app.Options{}).Agent.Instance() + "/run" // a live process
 	if ok, err := h.db.AcquireLease(ctx, h.session.ID, holder, ttl); err != nil || !ok {
 		t.Fatalf("take the lease: %v %v", ok, err)
 	}
@@ -203,8 +241,9 @@ func TestLiveLeaseElsewhereRefusesSend(t *testing.T) {
 	if msgs := h.messages(t); len(msgs) != 0 {
 		t.Errorf("stored %v", shape(msgs))
 	}
-	if evs := h.sink.all(); len(evs) != 0 {
-		t.Errorf("published %d events, first %v", len(evs), evs[0].Kind)
+	// The chat was told why nothing happened, once, and nothing else.
+	if evs := h.sink.all(); len(evs) != 1 || evs[0].Kind != agent.EventNotice || evs[0].Text != agent.WaitingNotice {
+		t.Errorf("published %+v; want one notice %q", evs, agent.WaitingNotice)
 	}
 	if n := len(h.llm.Requests()); n != 0 {
 		t.Errorf("the model was called %d times", n)

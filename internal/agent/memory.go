@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 
 	"atrium/internal/errs"
 	"atrium/internal/llm"
@@ -22,10 +24,13 @@ type Memory interface {
 	Forget(ctx context.Context, owner int64, id string) error
 	Update(ctx context.Context, owner int64, id, text string) (memory.Memory, error)
 	Settings(ctx context.Context, owner int64) (memory.Settings, error)
+	Duplicate(ctx context.Context, owner int64, text string) (memory.Memory, bool, error)
+	Suggest(ctx context.Context, owner int64, op, kind, targetID, text string, src memory.Source, replySeq *int64) (memory.Suggestion, error)
 }
 
 // memorySettings decides once per run whether it reads and writes memory: not in a
-// temporary chat, not for a user who turned memory off, and not when the user's
+// temporary chat, not for a user who turned memory off, not while an admin turned it
+// off for the instance, and not when the user's
 // choice cannot be read (memory stays off rather than against their wish).
 func (t *turn) memorySettings(ctx context.Context) {
 	a := t.a
@@ -37,8 +42,9 @@ func (t *turn) memorySettings(ctx context.Context) {
 		a.Log.Warn("agent: memory settings unreadable; memory off for this reply", "session", t.s.ID, "err", err)
 		return
 	}
-	t.memoryOn = st.Enabled
-	t.extractOn = st.Enabled && st.Extract && a.cfg.ExtractMemories
+	t.memoryOn = st.Active()
+	t.extractOn = st.Active() && st.Extract && a.cfg.ExtractMemories
+	t.askFirst = st.Ask
 }
 
 // Memory lookup bounds: at most maxRecalled memories go into the pinned zone, and a
@@ -115,6 +121,7 @@ func (t *turn) memoryCommand(ctx context.Context) {
 			note = "Not saved to memory: " + errs.Message(err)
 		} else {
 			w.IDs = []string{saved.ID}
+			t.saved = w.IDs // the reply's chip offers to undo exactly these
 		}
 		t.emit(Event{Kind: EventMemory, MemoryWrite: w, Duration: a.Now().Sub(started)})
 		a.publish(Event{Kind: EventNotice, SessionID: t.s.ID, OwnerID: t.s.OwnerID, Text: note})
@@ -161,8 +168,14 @@ const (
 	extractNeighbours = 10   // existing memories the model may update or delete
 	extractMaxInput   = 4000 // bytes of the user's message it sees
 	extractMaxActions = 5
-	duplicateSim      = 0.92 // an added text this close to an existing memory is a duplicate
+	groundedShare     = 0.75 // of an added or updated text's words that must be the user's own
+	supersedeSim      = 0.35 // an added text this close to a memory, on a message that says it changed, replaces it
+	sameSlotSim       = 0.7  // ... and this close replaces it even without saying so ("My favourite colour is …")
 )
+
+// PurposeMemoryExtract marks the model request and response events of the memory
+// extraction that follows a reply (Event.Purpose).
+const PurposeMemoryExtract = "memory_extract"
 
 const extractPrompt = `You maintain one user's long-term memory. Read the USER MESSAGE and decide what in it is worth remembering in future conversations: lasting preferences, facts about the user, standing instructions for the assistant.
 Keep nothing from questions, one-off requests, small talk, hypotheticals or quoted text, and never secrets (passwords, keys, card or account numbers).
@@ -182,11 +195,23 @@ type extractAction struct {
 	Text string `json:"text"`
 }
 
-// extract asks the chat's model what the user's message holds that is worth
+// extract asks the memory model (memoryModel) what the user's message holds that is worth
 // remembering, given the nearest existing memories (numbered, so the model cannot
-// invent ids), and applies its answer: an update replaces the old text in place, a
-// near-duplicate add is dropped. The model sees only the user's own words: never tool
-// results, the system prompt, recalled memories as context, or the assistant's reply.
+// invent ids), and applies its answer. The model sees only the user's own words:
+// never tool results, the system prompt, recalled memories as context, or the
+// assistant's reply. Its call is recorded like the reply's (EventModelRequest and
+// EventModelResponse with Purpose PurposeMemoryExtract); a failure is recorded and
+// never touches the reply, which is committed already.
+//
+// The answer is not trusted: a model may re-propose what is stored, add a
+// contradicting fact instead of updating, or copy text that is not the user's (its
+// own statements, the system prompt, a tool's output). So an add or update whose
+// words are mostly not in the user's statements (questions removed) is dropped as
+// junk; an add that an existing memory already says is merged into it (dropped), as
+// is an update to what another memory says (its target is deleted); an add that replaces a memory on a message that says something changed ("now",
+// "moved", "不再") becomes an update of that memory. Secrets and injection text are
+// refused by the memory service. With "ask before saving", adds and updates become
+// suggestions for the user to accept or reject; deletes are applied.
 func (t *turn) extract(base context.Context) {
 	a := t.a
 	ctx, cancel := context.WithTimeout(base, extractTimeout)
@@ -215,10 +240,17 @@ func (t *turn) extract(base context.Context) {
 	}
 	prompt.WriteString("\nUSER MESSAGE:\n")
 	prompt.WriteString(text)
-	resp, err := t.provider.Stream(ctx, llm.Request{Model: t.model, Messages: []llm.Message{
-		{Role: llm.RoleSystem, Content: extractPrompt}, {Role: llm.RoleUser, Content: prompt.String()}}}, func(llm.Event) {})
+	provider, model := t.memoryModel(ctx)
+	req := llm.Request{Model: model, Messages: []llm.Message{
+		{Role: llm.RoleSystem, Content: extractPrompt}, {Role: llm.RoleUser, Content: prompt.String()}}}
+	callStarted := a.Now()
+	t.emit(Event{Kind: EventModelRequest, Model: model, Request: &req, Purpose: PurposeMemoryExtract})
+	var sent *llm.HTTPRequest
+	resp, err := provider.Stream(llm.WithCapture(ctx, func(h *llm.HTTPRequest) { sent = h }), req, func(llm.Event) {})
 	t.inTok += resp.Usage.InputTokens
 	t.outTok += resp.Usage.OutputTokens
+	t.emit(Event{Kind: EventModelResponse, Model: model, Request: &req, Response: &resp, Wire: sent, Err: err,
+		Duration: a.Now().Sub(callStarted), Purpose: PurposeMemoryExtract})
 	if err != nil {
 		w.Err = err
 		return
@@ -231,22 +263,57 @@ func (t *turn) extract(base context.Context) {
 	}
 	seq := t.user.Seq
 	src := memory.Source{Kind: memory.SourceChat, SessionID: t.s.ID, MessageSeq: &seq}
+	said := statements(text)
 	for _, act := range actions {
-		var id string
-		var err error
-		switch act.Op {
-		case "add":
-			if dup, _ := a.Memory.Search(ctx, t.s.OwnerID, act.Text, 1); len(dup.Hits) > 0 && dup.Hits[0].Similarity >= duplicateSim {
+		var target string
+		if act.Op == "update" || act.Op == "delete" {
+			target = near.Hits[act.N-1].ID
+			act.Kind = near.Hits[act.N-1].Kind // an update keeps its memory's kind
+		}
+		if act.Op != "delete" {
+			if !grounded(act.Text, said) {
+				w.Dropped = append(w.Dropped, act.Op+": not the user's words")
 				continue
 			}
+			if dup, ok, err := a.Memory.Duplicate(ctx, t.s.OwnerID, act.Text); err != nil {
+				w.Err = errors.Join(w.Err, err)
+				continue
+			} else if ok && act.Op == "update" && dup.ID != target {
+				// The new text is what another memory says already: the two merge and
+				// the outdated one goes (under "ask before saving", when accepted).
+				if !t.askFirst {
+					act.Op = "delete"
+				}
+			} else if ok && act.Op == "add" {
+				w.Dropped = append(w.Dropped, act.Op+": already in memory as "+dup.ID)
+				continue
+			}
+			if act.Op == "add" {
+				if old, ok := t.superseded(ctx, act.Text, text); ok {
+					act.Op, target = "update", old
+				}
+			}
+		}
+		var id string
+		var err error
+		switch {
+		case t.askFirst && act.Op != "delete":
+			var sg memory.Suggestion
+			reply := t.final.Seq
+			sg, err = a.Memory.Suggest(ctx, t.s.OwnerID, act.Op, cmp.Or(act.Kind, memory.KindFact), target, act.Text, src, &reply)
+			if err == nil {
+				id, act.Op = sg.ID, "suggest-"+act.Op
+				w.Suggestions = append(w.Suggestions, sg)
+			}
+		case act.Op == "add":
 			var m memory.Memory
 			m, err = a.Memory.Save(ctx, t.s.OwnerID, act.Kind, act.Text, src, 0.7)
 			id = m.ID
-		case "update":
-			id = near.Hits[act.N-1].ID
+		case act.Op == "update":
+			id = target
 			_, err = a.Memory.Update(ctx, t.s.OwnerID, id, act.Text)
-		case "delete":
-			id = near.Hits[act.N-1].ID
+		case act.Op == "delete":
+			id = target
 			err = a.Memory.Forget(ctx, t.s.OwnerID, id)
 		}
 		if err != nil {
@@ -256,6 +323,130 @@ func (t *turn) extract(base context.Context) {
 		}
 		w.IDs = append(w.IDs, act.Op+":"+id)
 	}
+}
+
+// superseded returns the memory that an added text replaces, if the user's message
+// says that something changed (and not that it is one more: "also", "too", "也") and
+// the text is about the same thing: it shares a word with the memory and is close to
+// it, or the message names what the memory says that the text does not ("I sold the
+// Honda, I drive a Tesla now"). Without saying so, a very close text replaces too (the
+// same slot with a new value: "My favourite colour is …").
+func (t *turn) superseded(ctx context.Context, text, message string) (string, bool) {
+	if alsoRE.MatchString(message) {
+		return "", false
+	}
+	res, err := t.a.Memory.Search(ctx, t.s.OwnerID, text, 3)
+	if err != nil {
+		return "", false
+	}
+	changed := changeRE.MatchString(message)
+	for _, h := range res.Hits {
+		if h.Similarity >= sameSlotSim || changed && shareTerm(h.Text, text) &&
+			(h.Similarity >= supersedeSim || namesOld(message, h.Text, text)) {
+			return h.ID, true
+		}
+	}
+	return "", false
+}
+
+var (
+	changeRE = regexp.MustCompile(`(?i)\b(?:now|no longer|not anymore|any ?more|moved|switched|changed|instead|actually|these days|from now on|nowadays|recently|became|since)\b|现在|如今|改成|改为|改用|换成|换了|搬到|搬去|不再|已经不|其实|最近`)
+	alsoRE   = regexp.MustCompile(`(?i)\b(?:also|too|as well|another|in addition|besides)\b|也|还有|另外`)
+	// A question is no statement about the user, unless it starts with one ("I moved
+	// to Paris, what should I see?").
+	questionRE = regexp.MustCompile(`(?i)^(?:what|how|why|who|where|when|which|can|could|would|will|do|does|did|is|are|should|may|shall|have|has)\b|^(?:请问|什么|怎么|为什么|谁|哪|能不能|可以|是不是)`)
+	sentenceRE = regexp.MustCompile(`[^.!?。！？\n]+[.!?。！？]*`)
+)
+
+// statements is the message without its questions: what the user said about
+// themselves, the only ground a memory may stand on.
+func statements(message string) string {
+	var b strings.Builder
+	for _, s := range sentenceRE.FindAllString(message, -1) {
+		s = strings.TrimSpace(s)
+		if (strings.HasSuffix(s, "?") || strings.HasSuffix(s, "？")) && questionRE.MatchString(s) {
+			continue
+		}
+		b.WriteString(s)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// frameUnits are the words a model uses to phrase any memory ("I live in …", "My
+// name is …", "我住在…"); they neither ground a text nor count against it.
+var frameUnits = map[string]bool{"liv": true, "prefer": true, "lik": true, "lov": true, "work": true, "nam": true,
+	"call": true, "favourit": true, "us": true, "use": true, "hav": true, "user": true, "not": true, "don": true, "want": true,
+	"我": true, "的": true, "是": true, "在": true, "住": true, "叫": true, "喜": true, "欢": true, "爱": true, "用": true,
+	"有": true, "了": true, "很": true, "要": true, "不": true, "户": true}
+
+// units are the words of text as memory indexes them (stemmed, stop words dropped),
+// with CJK taken character by character (a model re-phrasing Chinese keeps the
+// characters, rarely the bigrams), frame words left out.
+func units(text string) map[string]bool {
+	out := map[string]bool{}
+	for _, term := range memory.Terms(text) {
+		r := []rune(term)
+		if len(r) > 0 && unicode.In(r[0], unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul) {
+			for _, c := range r {
+				if !frameUnits[string(c)] {
+					out[string(c)] = true
+				}
+			}
+			continue
+		}
+		if !frameUnits[term] {
+			out[term] = true
+		}
+	}
+	return out
+}
+
+// grounded reports whether most of text's words are the user's own words in said.
+func grounded(text, said string) bool {
+	want, have := units(text), units(said)
+	if len(want) == 0 {
+		return false
+	}
+	n := 0
+	for u := range want {
+		if have[u] {
+			n++
+		}
+	}
+	return float64(n) >= groundedShare*float64(len(want))
+}
+
+// namesOld reports whether message holds a term of old that text lacks.
+func namesOld(message, old, text string) bool {
+	have, in := map[string]bool{}, map[string]bool{}
+	for _, t := range memory.Terms(message) {
+		have[t] = true
+	}
+	for _, t := range memory.Terms(text) {
+		in[t] = true
+	}
+	for _, t := range memory.Terms(old) {
+		if !in[t] && have[t] {
+			return true
+		}
+	}
+	return false
+}
+
+// shareTerm reports whether a and b share an index term (frame words included: "I
+// live in Berlin" and "I live in Paris" are about the same thing).
+func shareTerm(a, b string) bool {
+	ta := map[string]bool{}
+	for _, t := range memory.Terms(a) {
+		ta[t] = true
+	}
+	for _, t := range memory.Terms(b) {
+		if ta[t] {
+			return true
+		}
+	}
+	return false
 }
 
 // parseExtraction reads the model's JSON answer (a ```json fence or prose around it is

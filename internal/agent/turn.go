@@ -35,6 +35,8 @@ type turn struct {
 	recalled              []string // their ids, marked used when the run ends
 	memoryRequest         bool     // the message was an explicit "remember"/"forget", already acted on
 	memoryOn, extractOn   bool     // see memorySettings
+	askFirst              bool     // extraction suggests instead of writing
+	saved                 []string // memories an explicit "remember …" created, shown on the reply
 
 	steps         int
 	inTok, outTok int
@@ -225,7 +227,9 @@ func (t *turn) callModel(ctx context.Context, req llm.Request) (llm.Response, er
 	t.emit(Event{Kind: EventModelRequest, Model: t.model, Request: &req})
 	var sent *llm.HTTPRequest
 	cctx := llm.WithCapture(ctx, func(h *llm.HTTPRequest) { sent = h })
+	d := t.startDraft()
 	resp, err := t.provider.Stream(cctx, req, func(ev llm.Event) {
+		d.add(ev)
 		switch ev.Kind {
 		case llm.EventText:
 			t.emit(Event{Kind: EventText, Text: ev.Text})
@@ -233,6 +237,7 @@ func (t *turn) callModel(ctx context.Context, req llm.Request) (llm.Response, er
 			t.emit(Event{Kind: EventReasoning, Text: ev.Text})
 		}
 	})
+	d.stop()
 	t.inTok += resp.Usage.InputTokens
 	t.outTok += resp.Usage.OutputTokens
 	t.emit(Event{Kind: EventModelResponse, Model: t.model, Request: &req, Response: &resp, Wire: sent, Err: err,
@@ -287,9 +292,13 @@ func (t *turn) runTool(ctx context.Context, call llm.ToolCall) {
 }
 
 // save commits m with a fresh context: the run's own may be cancelled (Stop, shutdown).
+// A message stored already (a reply's draft) is rewritten in place.
 func (t *turn) save(m *store.Message) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if m.ID != 0 {
+		return t.a.Store.UpdateMessage(ctx, m)
+	}
 	return t.a.Store.AppendMessage(ctx, m)
 }
 
@@ -298,6 +307,7 @@ func (t *turn) commitFinal() {
 	m := t.final
 	m.Tokens = max(m.Tokens, t.a.countTokens(m))
 	m.Memories = t.recalled // the reply shows which memories it was given
+	m.Saved = t.saved       // ... and offers to undo what the message saved
 	if err := t.save(m); err != nil {
 		t.a.Log.Error("agent: save reply", "session", t.s.ID, "err", err)
 		m.Status, m.Error = store.StatusError, "The reply could not be saved."

@@ -46,7 +46,7 @@ type App struct {
 	Web       *web.Server
 	Log       *slog.Logger
 
-	embedder  string             // names the memory embedder, for Reindex
+	lock      *instanceLock      // nil where flock is unavailable
 	stopPurge context.CancelFunc // ends the expired-memory purge loop
 	purged    chan struct{}      // closed when it has ended
 }
@@ -92,13 +92,21 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		log.Warn("created a new master key; back it up, without it the secrets in this data directory cannot be read",
 			"path", filepath.Join(cfg.DataDir, crypto.MasterKeyFile))
 	}
+	lock, err := lockInstance(cfg.DataDir)
+	if err != nil {
+		log.Warn("no instance lock in the data directory: after a crash, chats wait for the old process's leases to expire",
+			"err", err)
+		lock = nil
+	}
 	db, err := store.Open(ctx, filepath.Join(cfg.DataDir, "atrium.db"))
 	if err != nil {
+		lock.close()
 		return nil, err
 	}
-	a := &App{Config: cfg, Store: db, Log: log}
+	a := &App{Config: cfg, Store: db, Log: log, lock: lock}
 	if err := a.build(ctx, master, o); err != nil {
 		db.Close()
+		lock.close()
 		return nil, err
 	}
 	return a, nil
@@ -125,9 +133,13 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	}
 	a.Providers = &providers.Catalog{Store: db, Keys: keys, StartTimeout: cfg.ModelStartTimeout,
 		IdleTimeout: cfg.ModelIdleTimeout, Redactor: a.Recorder.Redactor()}
-	emb, embName := memoryEmbedder(cfg)
-	a.Memory = memory.NewService(db, keys, emb)
-	a.embedder = embName
+	a.Memory = memory.NewService(db, keys, memory.HashEmbedder{})
+	a.Memory.OnSecret = a.Recorder.Redactor().AddSecret
+	// The admins' saved settings win; the flags and environment are the defaults.
+	if err := a.Memory.LoadInstance(ctx, memoryDefaults(cfg), cfg.EmbeddingsKey); err != nil {
+		// Settings are in force regardless (see LoadInstance); memory must not stop start-up.
+		log.Error("memory: the saved instance settings are unreadable", "err", err)
+	}
 	a.Tools = tools.NewRegistry(db, tools.HashEmbedder{})
 	if err := tools.RegisterBuiltins(a.Tools, time.Now, db); err != nil {
 		return err
@@ -141,8 +153,22 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	if err := memory.RegisterTools(a.Tools, a.Memory); err != nil {
 		return err
 	}
-	a.Agent = agent.New(agent.Deps{Store: db, Resolve: a.Providers.Resolve, Tools: a.Tools, Memory: a.Memory,
-		Config: agentConfig(cfg, o.Agent), Log: log})
+	deps := agent.Deps{Store: db, Resolve: a.Providers.Resolve, Tools: a.Tools, Memory: a.Memory,
+		Config: agentConfig(cfg, o.Agent), Log: log}
+	if a.lock != nil {
+		deps.Instance, deps.Alive = a.lock.id, a.lock.alive
+	}
+	a.Agent = agent.New(deps)
+	// Chats a killed predecessor was answering answer again at once, their partial
+	// replies marked interrupted.
+	if n, err := a.Agent.RecoverDeadRuns(ctx); err != nil {
+		log.Error("could not release the leases of a stopped process; those chats wait for them to expire", "err", err)
+	} else if n > 0 {
+		log.Info("closed the replies of a stopped process", "chats", n)
+	}
+	if a.lock != nil {
+		a.lock.sweep()
+	}
 	grace := o.UnwatchedGrace
 	if grace <= 0 {
 		grace = 15 * time.Second
@@ -186,15 +212,12 @@ func agentConfig(cfg config.Config, over agent.Config) agent.Config {
 	return c
 }
 
-// memoryEmbedder is the configured embeddings endpoint, or the offline embedder, and
-// a name for it that changes when its vectors would (endpoint, model, width).
-func memoryEmbedder(cfg config.Config) (memory.Embedder, string) {
-	if cfg.EmbeddingsURL == "" {
-		return memory.HashEmbedder{}, "hash"
-	}
-	return &memory.OpenAIEmbedder{BaseURL: cfg.EmbeddingsURL, Model: cfg.EmbeddingsModel, APIKey: cfg.EmbeddingsKey,
-			Dimensions: cfg.EmbeddingsDimensions},
-		fmt.Sprintf("openai|%s|%s|%d", cfg.EmbeddingsURL, cfg.EmbeddingsModel, cfg.EmbeddingsDimensions)
+// memoryDefaults are the instance memory settings from the flags and environment,
+// in force until an admin saves Settings → Memories.
+func memoryDefaults(cfg config.Config) memory.Instance {
+	in := memory.DefaultInstance
+	in.EmbeddingsURL, in.EmbeddingsModel, in.EmbeddingsDimensions = cfg.EmbeddingsURL, cfg.EmbeddingsModel, cfg.EmbeddingsDimensions
+	return in
 }
 
 // hubInterval coalesces streamed text into websocket frames (measured: StreamRelay
@@ -204,33 +227,53 @@ const hubInterval = 30 * time.Millisecond
 // purgeEvery is how often expired memories are deleted (also once at start).
 const purgeEvery = time.Hour
 
+// reindexRetry is how soon a failed reindex is tried again.
+const reindexRetry = time.Minute
+
 // startPurge reindexes memories if the embedder changed, then deletes expired
-// memories now and every purgeEvery until Shutdown. It runs in the background: start-up
-// never waits for the embeddings endpoint.
+// memories now and every purgeEvery until Shutdown; an admin's change of the
+// embedder (memory.Service.ReindexRequests) reindexes at once. It runs in the
+// background: start-up never waits for the embeddings endpoint.
 func (a *App) startPurge() {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopPurge, a.purged = cancel, make(chan struct{})
 	go func() {
 		defer close(a.purged)
+		var retry <-chan time.Time
 		// A new embedding model (or index format) needs every memory indexed again;
-		// until then lexical search works and vector search may miss.
-		if n, err := a.Memory.Reindex(ctx, a.embedder); err != nil && ctx.Err() == nil {
-			a.Log.Warn("memory: reindex failed; will retry at the next start", "err", err)
-		} else if n > 0 {
-			a.Log.Info("memory: reindexed memories", "count", n, "embedder", a.embedder)
+		// until then search is lexical.
+		reindex := func() {
+			name := a.Memory.EmbedderName()
+			retry = nil
+			if n, err := a.Memory.Reindex(ctx, name); err != nil && ctx.Err() == nil {
+				a.Log.Warn("memory: reindex failed; will retry", "err", err, "in", reindexRetry)
+				retry = time.After(reindexRetry)
+			} else if n > 0 {
+				a.Log.Info("memory: reindexed memories", "count", n, "embedder", name)
+			}
 		}
-		t := time.NewTicker(purgeEvery)
-		defer t.Stop()
-		for {
+		purge := func() {
 			if n, err := a.Memory.PurgeExpired(ctx); err != nil && ctx.Err() == nil {
 				a.Log.Warn("memory: purge expired", "err", err)
 			} else if n > 0 {
 				a.Log.Info("memory: purged expired memories", "count", n)
 			}
+		}
+		reindex()
+		purge()
+		t := time.NewTicker(purgeEvery)
+		defer t.Stop()
+		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-a.Memory.ReindexRequests():
+				reindex()
+			case <-retry:
+				reindex()
 			case <-t.C:
+				reindex() // a no-op unless the embedder changed
+				purge()
 			}
 		}
 	}()
@@ -252,8 +295,13 @@ func (a *App) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Close closes the database. Call it after Shutdown, once no request is served.
-func (a *App) Close() error { return a.Store.Close() }
+// Close closes the database and gives up the instance lock. Call it after Shutdown,
+// once no request is served.
+func (a *App) Close() error {
+	err := a.Store.Close()
+	a.lock.close()
+	return err
+}
 
 // instanceSecret returns a random 32-byte secret kept in the database's meta table,
 // creating it on first run, so that it survives restarts.

@@ -3,8 +3,12 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -145,5 +149,115 @@ func TestEmbeddingsEndpointReindexes(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // give a needless reindex the chance to show
 	if n := calls.Load() - before; n != 1 {
 		t.Errorf("%d embedding calls after a restart with the same endpoint, want 1 (the search): the index was rebuilt again", n)
+	}
+}
+
+// TestSavedMemorySettingsWinOverEnv: the flags and environment give the instance
+// memory settings until an admin saves them; after that, a restart with the same
+// environment keeps what was saved.
+func TestSavedMemorySettingsWinOverEnv(t *testing.T) {
+	ctx := context.Background()
+	var calls atomic.Int32
+	cfg := config.Config{DataDir: t.TempDir(), EmbeddingsURL: conceptEmbedder(t, &calls), EmbeddingsModel: "concepts", EmbeddingsKey: "sk-env-key"}
+	a := start(t, cfg)
+	if in := a.Memory.Instance(); in.EmbeddingsURL != cfg.EmbeddingsURL || !in.KeySet || !in.Enabled {
+		t.Fatalf("the environment's settings are not in force: %+v", in)
+	}
+	in := memory.InstanceInput{Instance: memory.DefaultInstance}
+	in.HalfLifeDays = 7
+	if err := a.Memory.SetInstance(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, a)
+
+	a = start(t, cfg)
+	defer stop(t, a)
+	if in := a.Memory.Instance(); in.EmbeddingsURL != "" || in.HalfLifeDays != 7 || a.Memory.EmbedderName() != "hash" {
+		t.Errorf("after a restart the environment won over the saved settings: %+v, %s", in, a.Memory.EmbedderName())
+	}
+}
+
+// TestStartReleasesDeadInstancesLeases: what a kill -9 leaves (its instance file, no
+// longer locked, and its leases) is cleaned up when Atrium starts: the leases go at
+// once, a chat left with no reply gets an interrupted one, a partial reply already
+// saved stays as it is; a live instance's lease and file are left alone.
+func TestStartReleasesDeadInstancesLeases(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Config{DataDir: t.TempDir()}
+	live := start(t, cfg) // another process on the same data directory, alive throughout
+	defer stop(t, live)
+	db := live.Store
+	u := &store.User{Username: "ann", PasswordHash: "x", Role: store.RoleUser}
+	if err := db.CreateUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	const dead = "0b5e55ed-dead-4ead-8ead-000000000001"
+	if err := os.WriteFile(filepath.Join(cfg.DataDir, "instances", dead+".lock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seed := func(id, holder string, msgs ...store.Message) {
+		t.Helper()
+		if err := db.CreateSession(ctx, &store.Session{ID: id, OwnerID: u.ID}); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			m.SessionID = id
+			if err := db.AppendMessage(ctx, &m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ok, err := db.AcquireLease(ctx, id, holder, time.Minute); err != nil || !ok {
+			t.Fatalf("lease %s: %v %v", id, ok, err)
+		}
+	}
+	user := store.Message{Role: store.RoleUser, Content: "hello"}
+	seed("partial", dead+"/r1", user,
+		store.Message{Role: store.RoleAssistant, Content: "half a", Status: store.StatusStopped, Error: store.ReplyInterrupted})
+	seed("no-reply", dead+"/r2", user)
+	seed("other-live", live.Agent.Instance()+"/r3", user)
+
+	b := start(t, cfg)
+	defer stop(t, b)
+
+	var left []string
+	leases, err := db.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases {
+		left = append(left, l.SessionID)
+	}
+	if strings.Join(left, ",") != "other-live" {
+		t.Errorf("leases left after start: %v; want only the live instance's", left)
+	}
+	shape := func(id string) string {
+		msgs, _, err := db.LatestMessages(ctx, id, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range msgs {
+			s := m.Role + ":" + m.Content
+			if m.Error == store.ReplyInterrupted {
+				s += "(interrupted)"
+			}
+			out = append(out, s)
+		}
+		return strings.Join(out, " ")
+	}
+	for id, want := range map[string]string{
+		"partial":    "user:hello assistant:half a(interrupted)",
+		"no-reply":   "user:hello assistant:(interrupted)",
+		"other-live": "user:hello",
+	} {
+		if got := shape(id); got != want {
+			t.Errorf("%s: %q, want %q", id, got, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "instances", dead+".lock")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the dead instance's file is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "instances", live.Agent.Instance()+".lock")); err != nil {
+		t.Errorf("the live instance's file: %v", err)
 	}
 }

@@ -151,7 +151,7 @@ var settings = []setting{
 			return nil
 		}},
 	{flag: "embeddings-url", env: "ATRIUM_EMBEDDINGS_URL", def: "", arg: "url",
-		help: "OpenAI-compatible embeddings endpoint for memory search, e.g. http://localhost:11434/v1; empty = the built-in offline embedder",
+		help: "OpenAI-compatible embeddings endpoint for memory search, e.g. http://localhost:11434/v1; empty = the built-in offline embedder. The embeddings settings are defaults: once an admin saves Settings → Memories, the saved ones win",
 		set: func(c *Config, v string) error {
 			if v != "" && !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
 				return fmt.Errorf("%q is not an http(s) URL", v)

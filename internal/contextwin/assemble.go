@@ -128,6 +128,11 @@ const SummaryHeader = "Summary of earlier conversation:\n"
 // InterruptedResult stands in for the result of a tool call that did not finish.
 const InterruptedResult = `{"error":"interrupted","detail":"the tool call did not finish"}`
 
+// NoReply stands in for the reply of an older turn that has none (it failed or was
+// interrupted before any text was written), so that a request never carries two user
+// messages in a row.
+const NoReply = "[no reply: it failed or was interrupted before any text was written]"
+
 // OmittedMarker is the visible marker where a text was cut.
 func OmittedMarker(tokens int) string {
 	return fmt.Sprintf("[… %d tokens omitted …]", tokens)
@@ -143,7 +148,7 @@ func OmittedMarker(tokens int) string {
 // that the last RecentTurns are verbatim and older unsummarised ones are
 // carried as far as the window allows. A tool result always follows the call
 // it answers; a result without its call is left out, a call without a result
-// gets InterruptedResult. When even the newest turn does not fit, its tool
+// gets InterruptedResult, an older turn with no reply gets NoReply. When even the newest turn does not fit, its tool
 // results are cut harder (oldest first), then its older steps dropped, and as
 // a last resort the newest user message is cut with a marker; it is never
 // dropped.
@@ -183,6 +188,12 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 		}
 		turns = append(turns, a.turn(msgs[i:j], in.SummarySeq))
 		i = j
+	}
+	for k := 0; k < len(turns)-1; k++ {
+		if items := turns[k].items; len(items) > 0 && items[len(items)-1].msg.Role == llm.RoleUser {
+			turns[k].add(item{msg: llm.Message{Role: llm.RoleAssistant, Content: NoReply},
+				cost: a.tok.Count(NoReply) + MessageOverhead})
+		}
 	}
 
 	// Newest first, whole turns, while they fit.

@@ -166,11 +166,26 @@ func TestAssembleOrderAndPairing(t *testing.T) {
 			interrupted: []string{"x"},
 		},
 		{
-			name:     "failed message without content is skipped",
+			// It was "user user": two user messages in a row.
+			name:     "failed message without content is skipped, a placeholder reply takes its place",
 			msgs:     []store.Message{user(1, "q"), failed, user(3, "again")},
-			want:     "user user",
+			want:     "user assistant user",
 			included: []int64{1, 3},
 			cut:      map[int64]string{2: "failed message with no content"},
+		},
+		{
+			name: "reply interrupted before any text: placeholder",
+			msgs: []store.Message{user(1, "q"), {Seq: 2, Role: store.RoleAssistant, Status: store.StatusStopped, Error: store.ReplyInterrupted},
+				user(3, "again")},
+			want:     "user assistant user",
+			included: []int64{1, 3},
+			cut:      map[int64]string{2: "empty message"},
+		},
+		{
+			name:     "user message with no reply row at all: placeholder",
+			msgs:     []store.Message{user(1, "q"), user(2, "again"), asst(3, "a"), user(4, "third")},
+			want:     "user assistant user assistant user",
+			included: []int64{1, 2, 3, 4},
 		},
 		{
 			name:        "failed tool result without content leaves its call interrupted",
@@ -219,6 +234,14 @@ func TestAssembleOrderAndPairing(t *testing.T) {
 			for _, m := range out {
 				if m.Role == llm.RoleTool && slices.Contains(tc.interrupted, m.ToolCallID) && m.Content != contextwin.InterruptedResult {
 					t.Errorf("interrupted result content %q", m.Content)
+				}
+			}
+			for i, m := range out {
+				if i > 0 && m.Role == llm.RoleUser && out[i-1].Role == llm.RoleUser {
+					t.Errorf("messages %d and %d are both user messages", i-1, i)
+				}
+				if m.Role == llm.RoleAssistant && m.Content == contextwin.NoReply && strings.Contains(tc.want, "user user") {
+					t.Error("placeholder where none is wanted")
 				}
 			}
 			if tc.name == "stopped reply keeps its partial content" && out[len(out)-1].Content != "partial answer" {

@@ -132,6 +132,18 @@ func (k *Keyring) Open(ctx context.Context, owner int64, sealed, ad []byte) ([]b
 	return open(aead, sealed, ad)
 }
 
+// Forget drops owner's unwrapped data key from memory, after the store destroyed the
+// wrapped one (a deleted user): from then on nothing sealed for owner opens, and no
+// new key is made for them (the store refuses a key for a user that does not exist).
+// The bytes are left to the garbage collector rather than cleared, as a Derive
+// running at the same moment may still be reading them.
+func (k *Keyring) Forget(owner int64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.keys, owner)
+	delete(k.prks, owner)
+}
+
 // deriveSalt separates Derive's keys from any other use of the data key.
 var deriveSalt = []byte("atrium derive v1")
 

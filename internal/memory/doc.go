@@ -20,4 +20,8 @@
 // rotation can be solved for, since it is linear. Destroying the owner's data
 // key (crypto-shredding) makes every sealed text, tag and vector of that owner
 // meaningless at once.
+//
+// Suggestions (suggestions.go, "ask before saving") are sealed the same way and have
+// no index; their rows show when they were made, their op and kind, the length of the
+// text, the chat they came from and, for an update, the id of the memory it targets.
 package memory

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // OpenAIEmbedder calls an OpenAI-compatible embeddings endpoint (OpenAI,
@@ -24,6 +25,31 @@ type OpenAIEmbedder struct {
 }
 
 var defaultEmbedClient = &http.Client{Timeout: 10 * time.Second}
+
+// StatusError is an error answer of the endpoint. Its Error leaves the body out: the
+// body may echo the request, i.e. memory texts, into the log. Body is for the admin's
+// Test button, which sends a sample text only.
+type StatusError struct {
+	Status string // e.g. "401 Unauthorized"
+	Body   string // the start of the answer, printable characters only
+}
+
+func (e *StatusError) Error() string { return "memory: embeddings: " + e.Status }
+
+// bodyExcerpt is the first 300 characters of an error body, on one line.
+func bodyExcerpt(b []byte) string {
+	s := strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return ' '
+	}, strings.ToValidUTF8(string(b), ""))
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 300 {
+		s = string(r[:300]) + "…"
+	}
+	return s
+}
 
 // Embed returns one vector per text, in order.
 func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
@@ -57,8 +83,7 @@ func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 		return nil, fmt.Errorf("memory: embeddings: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		// Not the body: it may echo the request, i.e. memory texts, into the log.
-		return nil, fmt.Errorf("memory: embeddings: %s", resp.Status)
+		return nil, &StatusError{Status: resp.Status, Body: bodyExcerpt(data)}
 	}
 	var out struct {
 		Data []struct {

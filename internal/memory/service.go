@@ -94,7 +94,11 @@ var DefaultRanking = Ranking{MinSimilarity: 0.2, MinScore: 0.12, HalfLife: 90 * 
 type Service struct {
 	db   *store.DB
 	keys *crypto.Keyring
-	emb  Embedder
+	inst instanceState // the instance settings and the embedder in force
+
+	// OnSecret, when set, learns every embeddings API key put in force (the trace
+	// redactor), before it is used.
+	OnSecret func(string)
 
 	// Ranking is read by Search; set it before use.
 	Ranking Ranking
@@ -113,7 +117,9 @@ type ownerKeys struct {
 
 // NewService returns a Service over db, sealing with keys and embedding with emb.
 func NewService(db *store.DB, keys *crypto.Keyring, emb Embedder) *Service {
-	return &Service{db: db, keys: keys, emb: emb, Ranking: DefaultRanking, Now: time.Now, owners: map[int64]*ownerKeys{}}
+	s := &Service{db: db, keys: keys, Ranking: DefaultRanking, Now: time.Now, owners: map[int64]*ownerKeys{}}
+	s.inst.init(emb)
+	return s
 }
 
 func (s *Service) ownerKeys(ctx context.Context, owner int64) (*ownerKeys, error) {
@@ -191,7 +197,8 @@ func cleanText(text string) (string, error) {
 // index computes what a text is found by: its blind terms and its transformed
 // vector. It is the only place an embedding is computed for storage.
 func (s *Service) index(ctx context.Context, k *ownerKeys, text string) (store.MemoryIndex, int, error) {
-	vecs, err := s.emb.Embed(ctx, []string{text})
+	emb, _ := s.embedder()
+	vecs, err := emb.Embed(ctx, []string{text})
 	if err != nil {
 		return store.MemoryIndex{}, 0, errs.Wrap(errs.Unavailable, err, "The embedding model failed; the memory was not saved.")
 	}
@@ -311,7 +318,7 @@ func (s *Service) Forget(ctx context.Context, owner int64, id string) error {
 }
 
 // ForgetAll deletes all of owner's memories (scrubbed from runs and tool results as
-// Forget does) and returns how many there were.
+// Forget does) and pending suggestions, and returns how many memories there were.
 func (s *Service) ForgetAll(ctx context.Context, owner int64) (int, error) {
 	all, err := s.List(ctx, owner)
 	if err != nil {
@@ -322,6 +329,9 @@ func (s *Service) ForgetAll(ctx context.Context, owner int64) (int, error) {
 		texts[i] = m.Text
 	}
 	if _, err := s.db.ScrubMemoryTexts(ctx, owner, texts); err != nil {
+		return 0, fmt.Errorf("memory: forget all: %w", err)
+	}
+	if _, err := s.db.DeleteOwnerMemorySuggestions(ctx, owner); err != nil {
 		return 0, fmt.Errorf("memory: forget all: %w", err)
 	}
 	n, err := s.db.DeleteOwnerMemories(ctx, owner)
@@ -357,14 +367,42 @@ func (s *Service) SetExpiry(ctx context.Context, owner int64, id string, at *tim
 	return nil
 }
 
-// PurgeExpired physically deletes every owner's expired memories and returns
-// how many there were; run it periodically.
+// PurgeExpired physically deletes every owner's expired memories (and expired
+// suggestions), and those unused for longer than the instance's ForgetUnusedDays
+// (forgotten like Forget does), and returns how many memories there were; run it
+// periodically.
 func (s *Service) PurgeExpired(ctx context.Context) (int, error) {
+	if _, err := s.db.PurgeExpiredMemorySuggestions(ctx); err != nil {
+		return 0, fmt.Errorf("memory: purge: %w", err)
+	}
 	n, err := s.db.PurgeExpiredMemories(ctx)
 	if err != nil {
 		return n, fmt.Errorf("memory: purge: %w", err)
 	}
-	return n, nil
+	days := s.Instance().ForgetUnusedDays
+	if days <= 0 {
+		return n, nil
+	}
+	for {
+		refs, err := s.db.UnusedMemories(ctx, s.now().Add(-time.Duration(days)*24*time.Hour), 100)
+		if err != nil {
+			return n, fmt.Errorf("memory: purge: %w", err)
+		}
+		done := 0
+		for _, r := range refs {
+			switch err := s.Forget(ctx, r.OwnerID, r.ID); {
+			case errs.Is(err, errs.NotFound): // forgotten (or expired) meanwhile
+			case err != nil:
+				return n, fmt.Errorf("memory: purge: %w", err)
+			default:
+				done++
+			}
+		}
+		n += done
+		if len(refs) < 100 || done == 0 {
+			return n, nil
+		}
+	}
 }
 
 // MarkUsed records that owner's memories ids were used (put into a prompt), for
@@ -412,6 +450,7 @@ func (s *Service) Search(ctx context.Context, owner int64, query string, k int) 
 		return res, err
 	}
 	cands := max(4*k, 20)
+	ranking := s.ranking()
 
 	seen := map[string]bool{}
 	var tags [][]byte
@@ -427,7 +466,7 @@ func (s *Service) Search(ctx context.Context, owner int64, query string, k int) 
 	}
 
 	var knn []store.MemoryHit
-	vecs, err := s.emb.Embed(ctx, []string{query})
+	vecs, err := s.embedQuery(ctx, query)
 	if err == nil && len(vecs) != 1 {
 		err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
 	}
@@ -472,7 +511,7 @@ func (s *Service) Search(ctx context.Context, owner int64, query string, k int) 
 	}
 	ids := make([]string, 0, len(byID))
 	for id, c := range byID {
-		if c.lexical || c.sim >= s.Ranking.MinSimilarity {
+		if c.lexical || c.sim >= ranking.MinSimilarity {
 			ids = append(ids, id)
 		}
 	}
@@ -491,11 +530,11 @@ func (s *Service) Search(ctx context.Context, owner int64, query string, k int) 
 			last = *r.LastUsedAt
 		}
 		recency := 1.0
-		if s.Ranking.HalfLife > 0 {
-			recency = math.Exp2(-math.Max(now.Sub(last).Seconds(), 0) / s.Ranking.HalfLife.Seconds())
+		if ranking.HalfLife > 0 {
+			recency = math.Exp2(-math.Max(now.Sub(last).Seconds(), 0) / ranking.HalfLife.Seconds())
 		}
 		score := rel * (0.6 + 0.4*r.Confidence) * (0.8 + 0.2*recency) * (1 + 0.05*math.Log1p(float64(r.UseCount)))
-		if score < s.Ranking.MinScore {
+		if score < ranking.MinScore {
 			continue
 		}
 		m, err := s.open(ctx, r)

@@ -116,11 +116,15 @@ func RegisterTools(reg *tools.Registry, svc *Service) error {
 	return nil
 }
 
-// usable refuses memory in a temporary chat and for a user who turned it off.
+// usable refuses memory in a temporary chat, for a user who turned it off and
+// everywhere when an admin turned it off.
 func (s *Service) usable(ctx context.Context, owner int64, sessionID string) error {
 	st, err := s.Settings(ctx, owner)
 	if err != nil {
 		return err
+	}
+	if st.InstanceOff {
+		return &tools.Error{Detail: "memory is turned off for this instance by an admin"}
 	}
 	if !st.Enabled {
 		return &tools.Error{Detail: "memory is turned off for this user"}

@@ -113,8 +113,11 @@ func TestMigrationsRerunIsNoop(t *testing.T) {
 	db = mustOpenPath(t, path) // re-run: must not fail or wipe data
 	var applied int
 	mustNil(t, db.SQLForTest().QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&applied))
-	if applied != store.MigrationCountForTest() {
-		t.Errorf("schema_migrations has %d rows, want %d", applied, store.MigrationCountForTest())
+	// One row per migration file; numbers may have gaps while branches are merged.
+	files, err := filepath.Glob("migrations/*.sql")
+	mustNil(t, err)
+	if applied != len(files) {
+		t.Errorf("schema_migrations has %d rows, want %d", applied, len(files))
 	}
 	if _, err := db.UserByUsername(ctx, "ann"); err != nil {
 		t.Errorf("data lost on reopen: %v", err)

@@ -6,16 +6,6 @@ import "database/sql"
 // and raw rows. Other packages' tests use storetest.
 func (db *DB) SQLForTest() *sql.DB { return db.pool }
 
-// MigrationCountForTest is the number of embedded migrations (numbers may have
-// gaps while branches that each add one are merged).
-func MigrationCountForTest() int {
-	list, err := migrations()
-	if err != nil {
-		panic(err)
-	}
-	return len(list)
-}
-
 // DropConnsForTest closes every idle connection, the writer last, so that the
 // next query and write open new ones (SQLite reuses a closed connection's file
 // descriptor while another connection holds a lock on the file).

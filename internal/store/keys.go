@@ -54,15 +54,21 @@ func (db *DB) WrappedKey(ctx context.Context, owner int64) ([]byte, error) {
 
 // PutWrappedKey stores owner's wrapped data key. It never replaces one: if a key
 // exists the result is errs.Conflict, so two racing first uses agree on one key
-// (the loser should re-read with WrappedKey).
+// (the loser should re-read with WrappedKey). owner must be InstanceOwner or an
+// existing user, else errs.NotFound: a deleted user's key stays destroyed, even
+// when something still under way for them (in this process or another) asks for it.
 func (db *DB) PutWrappedKey(ctx context.Context, owner int64, wrapped []byte) error {
 	if len(wrapped) == 0 {
 		return fmt.Errorf("store: put wrapped key: %w", errs.E(errs.Invalid, "empty wrapped key"))
 	}
-	_, err := db.exec(ctx, `INSERT INTO data_keys (owner_id, wrapped, created_at) VALUES (?, ?, ?)`,
+	res, err := db.exec(ctx, `INSERT INTO data_keys (owner_id, wrapped, created_at)
+		SELECT ?1, ?2, ?3 WHERE ?1 = 0 OR EXISTS (SELECT 1 FROM users WHERE id = ?1)`,
 		owner, wrapped, ms(db.now()))
 	if isUnique(err) {
 		return fmt.Errorf("store: put wrapped key: %w", errs.Wrap(errs.Conflict, err, "data key already exists"))
+	}
+	if err == nil {
+		err = mustAffect(res, "no such user")
 	}
 	if err != nil {
 		return fmt.Errorf("store: put wrapped key: %w", err)

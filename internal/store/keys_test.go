@@ -27,12 +27,13 @@ func TestMeta(t *testing.T) {
 func TestWrappedKeys(t *testing.T) {
 	db := mustOpen(t)
 	ctx := context.Background()
+	u := mustUser(t, db, "ann", store.RoleUser)
 	tests := []struct {
 		name  string
 		owner int64
 	}{
 		{"instance", store.InstanceOwner},
-		{"user", 42},
+		{"user", u.ID},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +50,11 @@ func TestWrappedKeys(t *testing.T) {
 		})
 	}
 	wantCode(t, db.PutWrappedKey(ctx, 7, nil), errs.Invalid)
+	// No key for a user that does not exist (or no longer does): a deleted user's
+	// key must not come back.
+	wantCode(t, db.PutWrappedKey(ctx, u.ID+1, []byte{0xCC}), errs.NotFound)
+	_, err := db.WrappedKey(ctx, u.ID+1)
+	wantCode(t, err, errs.NotFound)
 }
 
 func TestSettings(t *testing.T) {

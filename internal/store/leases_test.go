@@ -59,3 +59,38 @@ func TestSessionLease(t *testing.T) {
 	ok, err = db.AcquireLease(ctx, s.ID, "c", ttl)
 	step("c acquires after b releases", ok, err, true)
 }
+
+// TestTakeLeaseFromDeadHolder: the lease of a holder known to be dead is handed over
+// before it expires, once (a second taker finds it gone), and Leases/LeaseHolder show
+// who holds what.
+func TestTakeLeaseFromDeadHolder(t *testing.T) {
+	db := mustOpen(t)
+	ctx := context.Background()
+	u := &store.User{Username: "take", PasswordHash: "x", Role: store.RoleUser}
+	if err := db.CreateUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	s := &store.Session{ID: "22222222-2222-4222-8222-222222222222", OwnerID: u.ID}
+	if err := db.CreateSession(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := db.LeaseHolder(ctx, s.ID); err != nil || h != "" {
+		t.Fatalf("holder of a free lease: %q %v", h, err)
+	}
+	if ok, err := db.AcquireLease(ctx, s.ID, "dead/run", time.Minute); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	leases, err := db.Leases(ctx)
+	if err != nil || len(leases) != 1 || leases[0].SessionID != s.ID || leases[0].Holder != "dead/run" {
+		t.Fatalf("leases %+v %v", leases, err)
+	}
+	if ok, err := db.TakeLease(ctx, s.ID, "live/run", "dead/run", time.Minute); err != nil || !ok {
+		t.Fatalf("take a live (unexpired) lease from its dead holder: %v %v", ok, err)
+	}
+	if ok, err := db.TakeLease(ctx, s.ID, "other/run", "dead/run", time.Minute); err != nil || ok {
+		t.Fatalf("a second taker: %v %v, want false", ok, err)
+	}
+	if h, err := db.LeaseHolder(ctx, s.ID); err != nil || h != "live/run" {
+		t.Fatalf("holder %q %v, want live/run", h, err)
+	}
+}

@@ -20,6 +20,11 @@ const (
 	StatusError    = "error"
 )
 
+// ReplyInterrupted is the Error of a reply whose run died with its process (kill -9,
+// power loss). A streaming reply is stored with it from its first byte (status stopped),
+// so whatever was saved survives marked; finishing the reply overwrites the mark.
+const ReplyInterrupted = "Interrupted: the server stopped while this reply was being written."
+
 // Message roles; a user's message has role RoleUser ("user").
 const (
 	RoleSystem    = "system"
@@ -45,11 +50,12 @@ type Message struct {
 	Tokens     int
 	Duration   time.Duration // a tool call's run time (millisecond precision)
 	Memories   []string      // ids of the long-term memories a reply used
+	Saved      []string      // ids of the memories an explicit "remember …" created (on its reply)
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }
 
-const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, created_at, updated_at`
+const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at`
 
 // Page size bounds for LatestMessages and MessagesBefore.
 const (
@@ -78,8 +84,8 @@ func (s *stmts) prepare(ctx context.Context, r, w *sql.DB) error {
 	}
 	prep := func(q string) *sql.Stmt { return prepOn(r, q) }
 	s.touchSession = prepOn(w, `UPDATE sessions SET updated_at = ? WHERE id = ?`)
-	s.insertMsg = prepOn(w, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, created_at, updated_at)
-		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?11, ?11
+	s.insertMsg = prepOn(w, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at)
+		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?14, ?11, ?11
 		FROM messages WHERE session_id = ?1
 		RETURNING id, seq`)
 	s.msgsBefore = prep(`SELECT ` + messageCols + ` FROM messages
@@ -100,11 +106,14 @@ func scanMessage(row scanner) (Message, error) {
 	var m Message
 	var created, updated, durMS int64
 	var toolCalls sql.NullString
-	var memories string
+	var memories, saved string
 	err := row.Scan(&m.ID, &m.SessionID, &m.Seq, &m.Role, &m.Content, &m.Reasoning, &toolCalls,
-		&m.ToolCallID, &m.Status, &m.Error, &m.Model, &m.Tokens, &durMS, &memories, &created, &updated)
+		&m.ToolCallID, &m.Status, &m.Error, &m.Model, &m.Tokens, &durMS, &memories, &saved, &created, &updated)
 	if memories != "" {
 		m.Memories = strings.Split(memories, ",")
+	}
+	if saved != "" {
+		m.Saved = strings.Split(saved, ",")
 	}
 	m.Duration = time.Duration(durMS) * time.Millisecond
 	if toolCalls.Valid {
@@ -181,7 +190,7 @@ func (db *DB) appendMessages(ctx context.Context, msgs []*Message) error {
 				touched[m.SessionID] = true
 			}
 			err := insert.QueryRowContext(ctx, m.SessionID, m.Role, m.Content, m.Reasoning, nullText(m.ToolCalls),
-				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now, m.Duration.Milliseconds(), strings.Join(m.Memories, ",")).Scan(&ids[i], &seqs[i])
+				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now, m.Duration.Milliseconds(), strings.Join(m.Memories, ","), strings.Join(m.Saved, ",")).Scan(&ids[i], &seqs[i])
 			if isCheck(err) {
 				return errs.Wrap(errs.Invalid, err, "invalid message (tool calls must be JSON)")
 			}
@@ -202,16 +211,18 @@ func (db *DB) appendMessages(ctx context.Context, msgs []*Message) error {
 }
 
 // UpdateMessage rewrites the mutable fields of message m.ID (content, reasoning,
-// tool calls, status, error, model, tokens) and sets m.UpdatedAt; used to finish a
-// reply that was stored while streaming. A missing message is errs.NotFound.
+// tool calls, status, error, model, tokens, duration, memories, saved memories) and
+// sets m.UpdatedAt; used to finish a reply that was stored while streaming. A missing
+// message is errs.NotFound.
 func (db *DB) UpdateMessage(ctx context.Context, m *Message) error {
 	if err := validMessage(m); err != nil {
 		return fmt.Errorf("store: update message: %w", err)
 	}
 	now := ms(db.now())
 	res, err := db.exec(ctx, `UPDATE messages SET content = ?, reasoning = ?, tool_calls = ?, status = ?, error = ?,
-		model = ?, tokens = ?, duration_ms = ?, updated_at = ? WHERE id = ?`,
-		m.Content, m.Reasoning, nullText(m.ToolCalls), m.Status, m.Error, m.Model, m.Tokens, m.Duration.Milliseconds(), now, m.ID)
+		model = ?, tokens = ?, duration_ms = ?, memories = ?, saved_memories = ?, updated_at = ? WHERE id = ?`,
+		m.Content, m.Reasoning, nullText(m.ToolCalls), m.Status, m.Error, m.Model, m.Tokens, m.Duration.Milliseconds(),
+		strings.Join(m.Memories, ","), strings.Join(m.Saved, ","), now, m.ID)
 	if isCheck(err) {
 		err = errs.Wrap(errs.Invalid, err, "invalid message (tool calls must be JSON)")
 	}
@@ -223,6 +234,22 @@ func (db *DB) UpdateMessage(ctx context.Context, m *Message) error {
 	}
 	m.UpdatedAt = fromMS(now)
 	return nil
+}
+
+// SaveDraft stores the text streamed so far into reply id, which must still be a draft
+// (status stopped with ReplyInterrupted): a late write never overwrites a finished
+// reply. It reports whether the draft was still there.
+func (db *DB) SaveDraft(ctx context.Context, id int64, content, reasoning string) (bool, error) {
+	res, err := db.exec(ctx, `UPDATE messages SET content = ?, reasoning = ?, updated_at = ?
+		WHERE id = ? AND status = 'stopped' AND error = ?`, content, reasoning, ms(db.now()), id, ReplyInterrupted)
+	if err != nil {
+		return false, fmt.Errorf("store: save draft: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: save draft: %w", err)
+	}
+	return n == 1, nil
 }
 
 // LatestMessages returns the last limit messages of the session in ascending seq
@@ -292,6 +319,18 @@ func (db *DB) MessageByID(ctx context.Context, sessionID string, id int64) (Mess
 		return Message{}, fmt.Errorf("store: message by id: %w", err)
 	}
 	return m, nil
+}
+
+// SessionSavedMemory reports whether a message of the session records that its
+// explicit "remember …" created memory id (what an Undo chip may remove).
+func (db *DB) SessionSavedMemory(ctx context.Context, sessionID, id string) (bool, error) {
+	var n int
+	err := db.pool.QueryRowContext(ctx, `SELECT count(*) FROM messages WHERE session_id = ? AND saved_memories <> ''
+		AND instr(',' || saved_memories || ',', ',' || ? || ',') > 0`, sessionID, id).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("store: saved memory: %w", err)
+	}
+	return n > 0, nil
 }
 
 // MessagesFrom returns up to limit messages with seq > afterSeq, oldest first (for

@@ -75,15 +75,23 @@ func (db *DB) CreateFirstAdmin(ctx context.Context, username, passwordHash strin
 	return u, nil
 }
 
+// metaDeletedUserID is the meta key of the highest id of a deleted user. SQLite
+// hands out max(id)+1, so deleting the newest user would give the next one its id,
+// and anything still under way for the deleted user (a reply, a memory extraction)
+// would then write into the new account; ids are never reused instead.
+const metaDeletedUserID = "users.deleted_max_id"
+
 // CreateUser inserts u and sets its ID and timestamps. A taken username (case
-// insensitive) is errs.Conflict.
+// insensitive) is errs.Conflict. The id is new: never one of a deleted user.
 func (db *DB) CreateUser(ctx context.Context, u *User) error {
 	if err := validUser(u.Username, u.Role); err != nil {
 		return fmt.Errorf("store: create user: %w", err)
 	}
 	now := ms(db.now())
-	err := db.writeRow(ctx, `INSERT INTO users (username, password_hash, role, disabled, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
+	err := db.writeRow(ctx, `INSERT INTO users (id, username, password_hash, role, disabled, created_at, updated_at)
+		VALUES (max(COALESCE((SELECT MAX(id) FROM users), 0),
+		            COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = '`+metaDeletedUserID+`'), 0)) + 1,
+		        ?, ?, ?, ?, ?, ?) RETURNING id`,
 		[]any{u.Username, u.PasswordHash, u.Role, u.Disabled, now, now}, &u.ID)
 	if isUnique(err) {
 		return fmt.Errorf("store: create user: %w", errs.Wrap(errs.Conflict, err, "the username %q is taken", u.Username))
@@ -231,4 +239,84 @@ func (db *DB) SetUserPassword(ctx context.Context, id int64, hash string) error 
 		return fmt.Errorf("store: set user password: %w", err)
 	}
 	return nil
+}
+
+// UserSessionIDs returns the ids of all of a user's chats (to stop their replies
+// before the user is deleted).
+func (db *DB) UserSessionIDs(ctx context.Context, userID int64) ([]string, error) {
+	rows, err := db.pool.QueryContext(ctx, `SELECT id FROM sessions WHERE owner_id = ? ORDER BY id`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("store: user session ids: %w", err)
+	}
+	ids, err := scanAll(rows, func(r scanner) (string, error) {
+		var id string
+		return id, r.Scan(&id)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: user session ids: %w", err)
+	}
+	return ids, nil
+}
+
+// userRows deletes everything of a user, table by table, leaves before their
+// parents. The foreign keys' cascades would reach most of it from the users row;
+// the list is spelled out so that no table is missed by accident, and it also
+// names what no foreign key reaches: the memory_vectors virtual table, the
+// settings keyed "<area>.user.<id>" and the user's wrapped data key. Audit entries
+// about the user go with them; entries they made as an admin stay, their actor set
+// to NULL by the foreign key (the record of what was done to others outlives its
+// actor). TestDeleteUser checks every table with an owner or user column.
+var userRows = []string{
+	`DELETE FROM memory_vectors WHERE owner_id = ?1`,
+	`DELETE FROM memory_embeddings WHERE seq IN (SELECT seq FROM memories WHERE owner_id = ?1)`,
+	`DELETE FROM memory_terms WHERE owner_id = ?1`,
+	`DELETE FROM memories WHERE owner_id = ?1`,
+	`DELETE FROM spans WHERE run_id IN (SELECT id FROM runs WHERE owner_id = ?1)`,
+	`DELETE FROM runs WHERE owner_id = ?1`,
+	`DELETE FROM session_leases WHERE session_id IN (SELECT id FROM sessions WHERE owner_id = ?1)`,
+	`DELETE FROM messages WHERE session_id IN (SELECT id FROM sessions WHERE owner_id = ?1)`,
+	`DELETE FROM sessions WHERE owner_id = ?1`,
+	`DELETE FROM logins WHERE user_id = ?1`,
+	`DELETE FROM audit_log WHERE subject_id = ?1`,
+	`DELETE FROM settings WHERE key LIKE '%.user.' || ?1`,
+	`DELETE FROM data_keys WHERE owner_id = ?1`,
+	`DELETE FROM users WHERE id = ?1`,
+}
+
+// DeleteUser deletes a user and every row of theirs in one transaction (all or
+// nothing), including their wrapped data key, so that whatever of theirs survives
+// elsewhere (a backup, a copied WAL) can no longer be opened; then it checkpoints
+// the WAL so the deleted pages, zeroed by secure_delete, reach the file. The caller
+// forgets the key in its Keyring. Deleting the last enabled admin is errs.Conflict;
+// a missing user errs.NotFound.
+func (db *DB) DeleteUser(ctx context.Context, id int64) error {
+	if id == InstanceOwner {
+		return fmt.Errorf("store: delete user: %w", errs.E(errs.NotFound, "user not found"))
+	}
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		u, err := scanUser(tx.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.E(errs.NotFound, "user not found")
+		}
+		if err != nil {
+			return err
+		}
+		if u.Role == RoleAdmin && !u.Disabled {
+			if err := ensureOtherAdmin(ctx, tx, id, "delete"); err != nil {
+				return err
+			}
+		}
+		for _, q := range userRows {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return fmt.Errorf("%s: %w", q, err)
+			}
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('`+metaDeletedUserID+`', CAST(?1 AS TEXT))
+			ON CONFLICT (key) DO UPDATE SET value = CAST(max(CAST(value AS INTEGER), ?1) AS TEXT)`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete user: %w", err)
+	}
+	return db.Checkpoint(ctx)
 }

@@ -3,8 +3,10 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"atrium/internal/errs"
 	"atrium/internal/store"
@@ -175,5 +177,164 @@ func TestPasswordAndDisableDropLogins(t *testing.T) {
 	mustNil(t, err)
 	if u.PasswordHash != "new-hash" || !u.Disabled {
 		t.Errorf("bob = %+v", u)
+	}
+}
+
+// userData gives u one of everything a user can own: a chat with a message, a lease,
+// a run of that chat and one outside any chat (each with a span), a memory with its
+// index terms and vectors, a login, a memory setting, a data key and an audit entry
+// about them.
+func userData(t *testing.T, db *store.DB, u store.User, r *rand.Rand) {
+	t.Helper()
+	ctx := context.Background()
+	sid := fmt.Sprintf("session-of-%d", u.ID)
+	mustSession(t, db, sid, u.ID)
+	mustNil(t, db.AppendMessage(ctx, &store.Message{SessionID: sid, Role: store.RoleUser, Content: "hello from " + u.Username}))
+	if ok, err := db.AcquireLease(ctx, sid, "test", time.Minute); err != nil || !ok {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
+	for _, run := range []store.RunStart{{ID: "run-" + sid, SessionID: sid, OwnerID: u.ID}, {ID: fmt.Sprintf("run-alone-%d", u.ID), OwnerID: u.ID}} {
+		run.StartedAt = time.Now()
+		mustNil(t, db.CreateRun(ctx, run))
+		_, err := db.InsertSpan(ctx, nil, store.SpanRow{RunID: run.ID, Seq: 1, Kind: "final", StartedAt: time.Now(), Data: []byte(`{"text":"hi"}`)})
+		mustNil(t, err)
+	}
+	ix, _ := testIndex(r, "tag-a", "tag-b")
+	insertMem(t, db, u.ID, fmt.Sprintf("mem-%d", u.ID), ix)
+	mustNil(t, db.CreateLogin(ctx, store.Login{TokenHash: []byte("login-" + u.Username), UserID: u.ID, ExpiresAt: time.Now().Add(time.Hour)}))
+	mustNil(t, db.SetSetting(ctx, fmt.Sprintf("memory.user.%d", u.ID), `{"enabled":true}`))
+	mustNil(t, db.PutWrappedKey(ctx, u.ID, []byte("wrapped-"+u.Username)))
+}
+
+// ownedRows counts the rows of every table (virtual ones included) that name userID
+// in a column of an owner or a user, found from the schema so that a table added
+// later is checked too.
+func ownedRows(t *testing.T, db *store.DB, userID int64) map[string]int {
+	t.Helper()
+	rows, err := db.SQLForTest().Query(`SELECT m.name, p.name FROM sqlite_schema m, pragma_table_info(m.name) p
+		WHERE m.type = 'table' AND p.name IN ('owner_id', 'user_id', 'subject_id', 'actor_id')`)
+	mustNil(t, err)
+	type col struct{ table, column string }
+	var cols []col
+	for rows.Next() {
+		var c col
+		mustNil(t, rows.Scan(&c.table, &c.column))
+		cols = append(cols, c)
+	}
+	mustNil(t, rows.Err())
+	rows.Close()
+	if len(cols) < 8 {
+		t.Fatalf("found only %d owner/user columns in the schema: %v", len(cols), cols)
+	}
+	out := map[string]int{}
+	for _, c := range cols {
+		out[c.table+"."+c.column] = countRows(t, db, `SELECT COUNT(*) FROM "`+c.table+`" WHERE "`+c.column+`" = ?`, userID)
+	}
+	out["users.id"] = countRows(t, db, `SELECT COUNT(*) FROM users WHERE id = ?`, userID)
+	out["settings"] = countRows(t, db, `SELECT COUNT(*) FROM settings WHERE key = ?`, fmt.Sprintf("memory.user.%d", userID))
+	return out
+}
+
+func TestDeleteUser(t *testing.T) {
+	db := mustOpen(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(1, 2))
+	admin := mustUser(t, db, "root", store.RoleAdmin)
+	bob := mustUser(t, db, "bob", store.RoleUser)
+	ann := mustUser(t, db, "ann", store.RoleAdmin) // the newest user: her id is the highest
+	for _, u := range []store.User{bob, ann} {
+		userData(t, db, u, r)
+	}
+	mustNil(t, db.SetSetting(ctx, "default_model", "1/m"))
+	mustNil(t, db.AddAudit(ctx, &store.AuditEntry{ActorID: admin.ID, SubjectID: ann.ID, Action: store.AuditReveal}))
+	byAnn := store.AuditEntry{ActorID: ann.ID, SubjectID: bob.ID, Action: store.AuditReveal}
+	mustNil(t, db.AddAudit(ctx, &byAnn))
+	bobBefore := ownedRows(t, db, bob.ID)
+	annBefore := ownedRows(t, db, ann.ID)
+	for _, k := range []string{"sessions.owner_id", "runs.owner_id", "memories.owner_id", "memory_terms.owner_id",
+		"memory_vectors.owner_id", "logins.user_id", "data_keys.owner_id", "audit_log.subject_id", "users.id", "settings"} {
+		if annBefore[k] == 0 {
+			t.Fatalf("the fixture gave ann no row in %s: %v", k, annBefore)
+		}
+	}
+	total := func(q string) int { return countRows(t, db, q) }
+	messages, spans, terms, embeddings := total(`SELECT COUNT(*) FROM messages`), total(`SELECT COUNT(*) FROM spans`),
+		total(`SELECT COUNT(*) FROM memory_terms`), total(`SELECT COUNT(*) FROM memory_embeddings`)
+
+	mustNil(t, db.DeleteUser(ctx, ann.ID))
+
+	for k, n := range ownedRows(t, db, ann.ID) {
+		if n != 0 {
+			t.Errorf("%s: %d rows of the deleted user", k, n)
+		}
+	}
+	// Rows reached through a chat, a run or a memory: exactly ann's went.
+	if got := total(`SELECT COUNT(*) FROM messages`); got != messages-1 {
+		t.Errorf("messages %d → %d, want one fewer", messages, got)
+	}
+	if got := total(`SELECT COUNT(*) FROM spans`); got != spans-2 {
+		t.Errorf("spans %d → %d, want two fewer", spans, got)
+	}
+	if got := total(`SELECT COUNT(*) FROM memory_terms`); got != terms-2 {
+		t.Errorf("memory terms %d → %d, want two fewer", terms, got)
+	}
+	if got := total(`SELECT COUNT(*) FROM memory_embeddings`); got != embeddings-1 {
+		t.Errorf("memory embeddings %d → %d, want one fewer", embeddings, got)
+	}
+	if n := total(`SELECT COUNT(*) FROM session_leases`); n != 1 {
+		t.Errorf("%d leases, want bob's only", n)
+	}
+	// Bob keeps all of his, the instance its settings, and the entry ann made about
+	// bob stays with its actor gone.
+	bobAfter := ownedRows(t, db, bob.ID)
+	for k, n := range bobBefore {
+		if bobAfter[k] != n {
+			t.Errorf("bob's %s: %d → %d", k, n, bobAfter[k])
+		}
+	}
+	if v, err := db.Setting(ctx, "default_model"); err != nil || v != "1/m" {
+		t.Errorf("instance setting: %q %v", v, err)
+	}
+	got, err := db.AuditAbout(ctx, bob.ID, 10)
+	mustNil(t, err)
+	if len(got) != 1 || got[0].ID != byAnn.ID || got[0].ActorID != 0 {
+		t.Errorf("audit about bob after his actor's deletion: %+v", got)
+	}
+	// Her key cannot come back, and her id is never handed out again.
+	wantCode(t, db.PutWrappedKey(ctx, ann.ID, []byte("new")), errs.NotFound)
+	if next := mustUser(t, db, "carl", store.RoleUser); next.ID <= ann.ID {
+		t.Errorf("the next user got id %d, not above the deleted %d", next.ID, ann.ID)
+	}
+
+	wantCode(t, db.DeleteUser(ctx, ann.ID), errs.NotFound)
+	wantCode(t, db.DeleteUser(ctx, store.InstanceOwner), errs.NotFound)
+	wantCode(t, db.DeleteUser(ctx, admin.ID), errs.Conflict) // the last enabled admin
+	if _, err := db.UserByID(ctx, admin.ID); err != nil {
+		t.Errorf("the refused deletion deleted: %v", err)
+	}
+}
+
+// TestDeleteUserIsOneTransaction: a failure part way (here a trigger that refuses to
+// delete the user row, after everything else of theirs went) leaves all of it.
+func TestDeleteUserIsOneTransaction(t *testing.T) {
+	db := mustOpen(t)
+	ctx := context.Background()
+	mustUser(t, db, "root", store.RoleAdmin)
+	ann := mustUser(t, db, "ann", store.RoleUser)
+	userData(t, db, ann, rand.New(rand.NewPCG(3, 4)))
+	before := ownedRows(t, db, ann.ID)
+	_, err := db.SQLForTest().Exec(`CREATE TRIGGER refuse BEFORE DELETE ON users BEGIN SELECT RAISE(ABORT, 'refused'); END`)
+	mustNil(t, err)
+	if err := db.DeleteUser(ctx, ann.ID); err == nil {
+		t.Fatal("the deletion went through the refusing trigger")
+	}
+	after := ownedRows(t, db, ann.ID)
+	for k, n := range before {
+		if after[k] != n {
+			t.Errorf("%s: %d → %d after a failed deletion", k, n, after[k])
+		}
+	}
+	if n := countRows(t, db, `SELECT COUNT(*) FROM messages`); n != 1 {
+		t.Errorf("%d messages after a failed deletion", n)
 	}
 }

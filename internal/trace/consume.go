@@ -109,12 +109,27 @@ func (c *Consumer) record(lr *liveRun, ev agent.Event) error {
 	case agent.EventToolsSelected:
 		return write(span{kind: KindToolSelection, name: ev.Selection.Reason, data: ev.Selection})
 	case agent.EventModelRequest:
-		s, err := lr.run.Span(ctx, KindModelRequest, ev.Model, nil)
+		var data any
+		if ev.Purpose != "" {
+			data = map[string]string{"purpose": ev.Purpose}
+		}
+		s, err := lr.run.Span(ctx, KindModelRequest, ev.Model, data)
 		lr.model = s
 		return err
 	case agent.EventModelResponse:
 		resp := ev.Response
 		var err error
+		if ev.Purpose != "" {
+			// The memory extraction: request, response, tokens and duration in the
+			// one (sealed) model_request span; no plaintext response span.
+			if lr.model == nil {
+				return nil
+			}
+			err = lr.model.End(ctx, spanStatus("", ev.Err), ev.Err, resp.Usage.InputTokens, resp.Usage.OutputTokens,
+				ModelRequest{Request: *ev.Request, HTTP: redactWire(ev.Wire), Purpose: ev.Purpose, Response: resp})
+			lr.model = nil
+			return err
+		}
 		if lr.model != nil {
 			err = lr.model.End(ctx, spanStatus("", ev.Err), ev.Err, resp.Usage.InputTokens, 0,
 				ModelRequest{Request: *ev.Request, HTTP: redactWire(ev.Wire)})
@@ -136,7 +151,12 @@ func (c *Consumer) record(lr *liveRun, ev agent.Event) error {
 			"from_seq": u.FromSeq, "to_seq": u.ToSeq, "previous_watermark": u.PreviousWatermark, "summary": u.Summary}})
 	case agent.EventMemory:
 		if w := ev.MemoryWrite; w != nil {
-			return write(span{kind: KindMemory, name: w.Op, err: w.Err, data: map[string]any{"ids": w.IDs}})
+			// Ids and reasons only: suggestion texts are sealed in their table.
+			data := map[string]any{"ids": w.IDs}
+			if len(w.Dropped) > 0 {
+				data["dropped"] = w.Dropped
+			}
+			return write(span{kind: KindMemory, name: w.Op, err: w.Err, data: data})
 		}
 		m := ev.Memory
 		hits := make([]map[string]any, len(m.Hits))

@@ -18,9 +18,15 @@ import (
 // configured secret or a credential-shaped string (see Redactor); so
 // RebuildRequests returns exactly the bytes sent for every body without secrets,
 // and a body that held one comes back with "[REDACTED]" in its place.
+//
+// A model call outside the reply's steps (Purpose "memory_extract") keeps its
+// Response here too, sealed with the request: the memory extraction's answer holds
+// memory texts, which must not sit in a plaintext model_response span.
 type ModelRequest struct {
-	Request llm.Request      `json:"request"`
-	HTTP    *llm.HTTPRequest `json:"http,omitempty"`
+	Request  llm.Request      `json:"request"`
+	HTTP     *llm.HTTPRequest `json:"http,omitempty"`
+	Purpose  string           `json:"purpose,omitempty"`
+	Response *llm.Response    `json:"response,omitempty"`
 }
 
 // NewHTTPRequest describes a request for a model_request span, with credentials
