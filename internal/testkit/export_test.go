@@ -1,3 +1,5 @@
 package testkit
 
 var Leaked = leaked
+
+var WriteSkipSummary = writeSkipSummary
