@@ -26,6 +26,8 @@ func TestLeakedFindsAGoroutineLeftRunning(t *testing.T) {
 }
 
 func TestSkipSummary(t *testing.T) {
+	testkit.ResetSkips()
+	t.Cleanup(testkit.ResetSkips)
 	t.Run("a", func(t *testing.T) { testkit.Skip(t, "chromium not found") })
 	t.Run("b", func(t *testing.T) { testkit.Skip(t, "chromium not found") })
 	t.Run("c", func(t *testing.T) { testkit.Skip(t, "node missing") })
