@@ -5,7 +5,8 @@
 #
 # GO_IMAGE can point at a mirror or a pinned digest. It needs Go >= go.mod's go line
 # (1.27.3, the approved toolchain: govulncheck finds 11 reachable standard-library
-# advisories in 1.26.8), a POSIX shell (busybox is enough), Go, and /etc/ssl/certs/ca-certificates.crt (no apt-get).
+# advisories in 1.26.8), a POSIX shell (busybox is enough) and
+# /etc/ssl/certs/ca-certificates.crt (no apt-get).
 ARG GO_IMAGE=golang:1.27.3-bookworm
 
 FROM ${GO_IMAGE} AS build
