@@ -3,9 +3,11 @@
 #   docker run -d -p 8080:8080 -v atrium-data:/data --name atrium atrium
 # See docs/docker.md. Works with BuildKit and with the legacy builder (no RUN --mount).
 #
-# GO_IMAGE can point at a mirror or a pinned digest; the build stage needs only a
-# POSIX shell (busybox is enough), Go, and /etc/ssl/certs/ca-certificates.crt (no apt-get).
-ARG GO_IMAGE=golang:1.26-bookworm
+# GO_IMAGE can point at a mirror or a pinned digest. It needs Go >= go.mod's go line
+# (1.27.3, the approved toolchain: govulncheck finds 11 reachable standard-library
+# advisories in 1.26.8), a POSIX shell (busybox is enough) and
+# /etc/ssl/certs/ca-certificates.crt (no apt-get).
+ARG GO_IMAGE=golang:1.27.3-bookworm
 
 FROM ${GO_IMAGE} AS build
 # Module download settings, passed through from `docker build --build-arg ...` when the

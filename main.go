@@ -67,7 +67,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return configError{fmt.Errorf("listen on %s: %w", cfg.Addr, err)}
 	}
+	// Slow clients are bounded by the header timeout, the per-route body deadline in
+	// web (a server-wide ReadTimeout would cancel long handlers, as net/http cancels the
+	// request's context at a read deadline) and the idle timeout between requests. No
+	// WriteTimeout: websockets and streamed downloads are long-lived by design.
 	httpSrv := &http.Server{Handler: atrium.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()

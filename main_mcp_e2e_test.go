@@ -11,6 +11,7 @@ import (
 
 	"atrium/internal/browsertest"
 	"atrium/internal/llm/llmtest"
+	"atrium/internal/testkit"
 )
 
 // everythingServer returns node and the path of server-everything from testdata/mcp,
@@ -24,7 +25,7 @@ func everythingServer(t *testing.T) (node, script string) {
 		if os.Getenv("E2E_REQUIRED") != "" {
 			t.Fatal(msg)
 		}
-		t.Skip(msg)
+		testkit.Skip(t, msg)
 	}
 	return node, script
 }

@@ -432,6 +432,14 @@
     }
     box.textContent = text;
   }
+  // A 422 carries the form again with the reason it was refused (the task panel): show
+  // it in place instead of as an error notice.
+  document.addEventListener('htmx:beforeSwap', function (e) {
+    if (e.detail.xhr && e.detail.xhr.status === 422) {
+      e.detail.shouldSwap = true;
+      e.detail.isError = false;
+    }
+  });
   document.addEventListener('htmx:responseError', function (e) {
     var xhr = e.detail && e.detail.xhr;
     var text = xhr && xhr.responseText ? xhr.responseText.trim() : '';

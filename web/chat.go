@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -168,10 +169,13 @@ func (s *Server) saveTask(c echo.Context) error {
 		Stage:     strings.TrimSpace(c.FormValue("stage")),
 		UpdatedAt: s.Now().UTC(),
 	}
+	// A refused task answers 422 with the form and the reason (app.js swaps a 422 in
+	// place), and is logged: it is the user's input, not a server failure.
 	fail := func(msg string) error {
+		s.Log.Info("web: task refused", "session", ss.ID, "reason", msg)
 		v := taskView(ss.ID, nil, msg)
 		v.Goal, v.Stage, v.Params = state.Goal, state.Stage, c.FormValue("params")
-		return render(c, http.StatusOK, views.TaskPanelBox(v))
+		return render(c, http.StatusUnprocessableEntity, views.TaskPanelBox(v))
 	}
 	if p := strings.TrimSpace(c.FormValue("params")); p != "" {
 		if err := json.Unmarshal([]byte(p), &state.Params); err != nil || state.Params == nil {
@@ -180,7 +184,7 @@ func (s *Server) saveTask(c echo.Context) error {
 	}
 	raw := state.JSON()
 	if err := tools.ValidateTaskState(raw); err != nil {
-		return fail(errs.Message(err))
+		return fail(taskProblem(err))
 	}
 	if err := s.Store.SetSessionState(c.Request().Context(), ss.ID, ss.OwnerID, raw); err != nil {
 		return err
@@ -188,4 +192,14 @@ func (s *Server) saveTask(c echo.Context) error {
 	panel := taskView(ss.ID, raw, "")
 	s.Hub.broadcastTo(ss.ID, renderFrame(views.FrameTaskPanel(panel)))
 	return render(c, http.StatusOK, views.TaskPanelBox(panel))
+}
+
+// taskProblem is the reason a task state was refused, for the user: the validator's
+// detail (e.g. "goal: at most 1000 characters"), never the generic server error.
+func taskProblem(err error) string {
+	var te *tools.Error
+	if errors.As(err, &te) && te.Detail != "" {
+		return "The task was not saved: " + te.Detail
+	}
+	return errs.Message(err)
 }

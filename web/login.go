@@ -57,6 +57,7 @@ func (s *Server) submitSetup(c echo.Context) error {
 		return err
 	}
 	s.setLoginCookie(c, token.Value, token.ExpiresAt)
+	s.rotateCSRF(c)
 	return c.Redirect(http.StatusSeeOther, "/")
 }
 
@@ -71,17 +72,22 @@ func (s *Server) showLogin(c echo.Context) error {
 // message, so usernames cannot be probed.
 func (s *Server) submitLogin(c echo.Context) error {
 	name := strings.TrimSpace(c.FormValue("username"))
-	token, _, err := s.logins.LogIn(c.Request().Context(), name, c.FormValue("password"), c.RealIP())
+	ip := c.RealIP()
+	token, u, err := s.logins.LogIn(c.Request().Context(), name, c.FormValue("password"), ip)
 	if code := errs.Code(err); code == errs.Unauthorized || code == errs.RateLimited {
 		if code == errs.Unauthorized {
-			s.Log.Info("web: login failed", "ip", c.RealIP())
+			s.Log.Info("web: login failed", "ip", ip)
+		} else {
+			s.Log.Warn("web: login refused, too many failures", "ip", ip)
 		}
 		return render(c, statusOf(code), views.LoginPage(s.page(c, "Log in"), views.AuthForm{Username: name, Error: errs.Message(err)}))
 	}
 	if err != nil {
 		return err
 	}
+	s.Log.Info("web: logged in", "user", u.Username, "ip", ip)
 	s.setLoginCookie(c, token.Value, token.ExpiresAt)
+	s.rotateCSRF(c) // tokens from before the login (as anyone may have seen) end here
 	return c.Redirect(http.StatusSeeOther, "/")
 }
 
@@ -93,5 +99,6 @@ func (s *Server) logout(c echo.Context) error {
 		s.endLoginSockets(token) // this browser's; the user's other logins keep theirs
 	}
 	s.clearLoginCookie(c)
+	s.rotateCSRF(c)
 	return redirect(c, "/login")
 }

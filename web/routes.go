@@ -14,9 +14,9 @@ import (
 func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.IPExtractor = echo.ExtractIPDirect() // never trust X-Forwarded-For for rate limits
+	e.IPExtractor = s.clientIP // X-Forwarded-For only from trusted proxies
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.recoverPanics, s.securityHeaders, s.loadLogin, s.checkCSRF, s.requireSetup)
+	e.Use(s.recoverPanics, s.securityHeaders, s.limitBody, s.loadLogin, s.checkCSRF, s.requireSetup)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)

@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 
 	"atrium/internal/contextwin"
@@ -23,10 +24,10 @@ const resultPreviewChars = 2000
 // called tools (a call without a result shows as running).
 func messageView(m store.Message, results map[string]*store.Message) views.Message {
 	v := views.Message{Seq: m.Seq, Role: m.Role, Status: m.Status, Error: m.Error, Model: m.Model,
-		CreatedAt: m.CreatedAt, Reasoning: m.Reasoning,
+		CreatedAt: m.CreatedAt, Reasoning: noNUL(m.Reasoning),
 		Interrupted: m.Status == store.StatusStopped && m.Error == store.ReplyInterrupted}
 	if m.Role != store.RoleAssistant {
-		v.Text = m.Content
+		v.Text = noNUL(m.Content)
 		return v
 	}
 	v.HTML = markdown.Render(m.Content)
@@ -38,6 +39,10 @@ func messageView(m store.Message, results map[string]*store.Message) views.Messa
 	}
 	return v
 }
+
+// noNUL replaces NUL, which HTML escaping lets through and browsers treat unevenly,
+// with U+FFFD, as the HTML parser would; the stored text keeps it.
+func noNUL(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
 
 // toolCard describes one call; result is its committed tool message, or nil while it runs.
 func toolCard(call llm.ToolCall, result *store.Message) views.ToolCard {

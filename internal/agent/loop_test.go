@@ -357,7 +357,7 @@ func TestExecutorFailuresReachModelSafely(t *testing.T) {
 // the other tests.
 func TestToolTimeout(t *testing.T) {
 	if os.Getenv("ATRIUM_SLOW_TESTS") == "" && os.Getenv("E2E_REQUIRED") == "" {
-		t.Skip("takes 10s (the minimum tool timeout); set ATRIUM_SLOW_TESTS=1 to run")
+		testkit.Skip(t, "takes 10s (the minimum tool timeout); set ATRIUM_SLOW_TESTS=1 to run")
 	}
 	t.Parallel()
 	release := make(chan struct{})

@@ -98,7 +98,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 			"err", err)
 		lock = nil
 	}
-	db, err := store.Open(ctx, filepath.Join(cfg.DataDir, "atrium.db"))
+	db, err := store.Open(ctx, filepath.Join(cfg.DataDir, crypto.DatabaseFile))
 	if err != nil {
 		lock.close()
 		return nil, err

@@ -212,57 +212,49 @@ func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unloc
 
 func TestLimiter(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	l := auth.NewLimiter(3, time.Minute, clk.now)
-	allow := func(key string, want bool) time.Duration {
+	l := auth.NewLimiter(2, time.Second, 5*time.Second, time.Minute, clk.now)
+	allow := func(key string, want bool, wantRetry time.Duration) {
 		t.Helper()
 		ok, retry := l.Allow(key)
-		if ok != want {
-			t.Fatalf("Allow(%q) = %v, want %v", key, ok, want)
+		if ok != want || retry != wantRetry {
+			t.Fatalf("Allow(%q) = %v, %v; want %v, %v", key, ok, retry, want, wantRetry)
 		}
-		if ok && retry != 0 {
-			t.Fatalf("allowed with retryAfter %v", retry)
-		}
-		return retry
 	}
 
-	allow("alice", true)
+	allow("alice", true, 0)
 	l.Fail("alice")
-	clk.add(10 * time.Second)
+	l.Fail("alice") // the free failures cost nothing
+	allow("alice", true, 0)
+	// Then 1s, 2s, 4s, and 5s (the maximum) from then on.
+	for _, d := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second} {
+		l.Fail("alice")
+		allow("alice", false, d)
+		allow("bob", true, 0) // other keys are not affected
+		clk.add(d - time.Millisecond)
+		allow("alice", false, time.Millisecond)
+		clk.add(time.Millisecond)
+		allow("alice", true, 0)
+	}
+
+	// A minute after the last failure the key starts over.
+	clk.add(time.Minute)
 	l.Fail("alice")
-	allow("alice", true)
-	clk.add(10 * time.Second)
-	l.Fail("alice") // failures at 0s, 10s, 20s
-	if retry := allow("alice", false); retry != 40*time.Second {
-		t.Fatalf("retryAfter = %v, want 40s", retry)
-	}
-	allow("bob", true) // other keys are not affected
-
-	clk.add(39 * time.Second) // 59s: all three still in the window
-	allow("alice", false)
-	clk.add(time.Second) // 60s: the first failure has left the window
-	allow("alice", true)
-	l.Fail("alice") // failures at 10s, 20s, 60s
-	if retry := allow("alice", false); retry != 10*time.Second {
-		t.Fatalf("retryAfter = %v, want 10s", retry)
-	}
-
-	clk.add(2 * time.Minute)
-	allow("alice", true)
+	allow("alice", true, 0)
 
 	for range 3 {
 		l.Fail("carol")
 	}
-	allow("carol", false)
+	allow("carol", false, time.Second)
 	l.Reset("carol")
-	allow("carol", true)
+	allow("carol", true, 0)
 	l.Fail("carol")
-	allow("carol", true)
+	allow("carol", true, 0)
 	l.Reset("nobody") // no-op
 }
 
 func TestLimiterBounded(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	l := auth.NewLimiter(1, time.Hour, clk.now)
+	l := auth.NewLimiter(0, time.Hour, time.Hour, time.Hour, clk.now)
 	l.Fail("first")
 	for i := range auth.MaxLimiterKeys {
 		clk.add(time.Millisecond)
@@ -278,7 +270,7 @@ func TestLimiterBounded(t *testing.T) {
 }
 
 func TestLimiterConcurrent(t *testing.T) {
-	l := auth.NewLimiter(5, time.Minute, nil)
+	l := auth.NewLimiter(5, time.Millisecond, time.Second, time.Minute, nil)
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Go(func() {

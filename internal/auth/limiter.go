@@ -10,38 +10,52 @@ import (
 // key whose last failure is oldest is forgotten.
 const MaxLimiterKeys = 10_000
 
-// Limiter counts failed logins per key (a username, an IP address) in a sliding
-// window and refuses further attempts once max failures fall within it. It is safe
-// for concurrent use and its memory is bounded.
+// Limiter slows down repeated failures per key (a username and address, an address)
+// with growing delays instead of a lock-out: the first Free failures cost nothing,
+// then each one makes the key wait Base, 2×Base, 4×Base … up to Max after it. A key
+// whose last failure is Forget old starts over. Safe for concurrent use; its memory
+// is bounded.
 type Limiter struct {
-	max    int
-	window time.Duration
-	now    func() time.Time
-
-	mu    sync.Mutex
-	keys  map[string]*list.Element // of *limitEntry
-	order *list.List               // least recently failed first
+	free         int
+	base, max    time.Duration
+	forget       time.Duration
+	now          func() time.Time
+	mu           sync.Mutex
+	keys         map[string]*list.Element // of *limitEntry
+	order        *list.List               // least recently failed first
+	maxDoublings int
 }
 
 type limitEntry struct {
 	key   string
-	fails []time.Time // the last max failures, oldest first
+	fails int       // failures since the key started over
+	last  time.Time // the latest failure
 }
 
-// NewLimiter returns a Limiter allowing fewer than max failures per key within
-// window. max below 1 is taken as 1; a nil now means time.Now.
-func NewLimiter(max int, window time.Duration, now func() time.Time) *Limiter {
-	if max < 1 {
-		max = 1
-	}
+// NewLimiter returns a Limiter that lets free failures pass, then delays by base,
+// doubling up to max, and forgets a key forget after its last failure. A nil now
+// means time.Now.
+func NewLimiter(free int, base, max, forget time.Duration, now func() time.Time) *Limiter {
 	if now == nil {
 		now = time.Now
 	}
-	return &Limiter{max: max, window: window, now: now, keys: map[string]*list.Element{}, order: list.New()}
+	n := 0
+	for d := base; d > 0 && d < max; d *= 2 {
+		n++
+	}
+	return &Limiter{free: max0(free), base: base, max: max, forget: forget, now: now,
+		keys: map[string]*list.Element{}, order: list.New(), maxDoublings: n}
 }
 
-// Allow reports whether key may try again. When it may not, retryAfter is how long
-// until the oldest counted failure leaves the window.
+func max0(n int) int {
+	if n < 0 {
+		return 0
+	}
+	return n
+}
+
+// Allow reports whether key may try now. When it may not, retryAfter is how long
+// until it may.
 func (l *Limiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -52,11 +66,21 @@ func (l *Limiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 		return true, 0
 	}
 	e := el.Value.(*limitEntry)
-	e.fails = l.recent(e.fails, now)
-	if len(e.fails) < l.max {
-		return true, 0
+	if wait := e.last.Add(l.delay(e.fails)).Sub(now); wait > 0 {
+		return false, wait
 	}
-	return false, e.fails[0].Add(l.window).Sub(now)
+	return true, 0
+}
+
+// delay is how long a key with fails failures waits after the last one.
+func (l *Limiter) delay(fails int) time.Duration {
+	if fails <= l.free {
+		return 0
+	}
+	if n := fails - l.free - 1; n < l.maxDoublings {
+		return l.base << n
+	}
+	return l.max
 }
 
 // Fail records a failed attempt for key.
@@ -67,10 +91,8 @@ func (l *Limiter) Fail(key string) {
 	l.prune(now)
 	if el, found := l.keys[key]; found {
 		e := el.Value.(*limitEntry)
-		e.fails = append(l.recent(e.fails, now), now)
-		if len(e.fails) > l.max {
-			e.fails = append(e.fails[:0], e.fails[len(e.fails)-l.max:]...)
-		}
+		e.fails++
+		e.last = now
 		l.order.MoveToBack(el)
 		return
 	}
@@ -79,7 +101,7 @@ func (l *Limiter) Fail(key string) {
 		l.order.Remove(oldest)
 		delete(l.keys, oldest.Value.(*limitEntry).key)
 	}
-	l.keys[key] = l.order.PushBack(&limitEntry{key: key, fails: []time.Time{now}})
+	l.keys[key] = l.order.PushBack(&limitEntry{key: key, fails: 1, last: now})
 }
 
 // Reset forgets the failures of key, as after a successful login.
@@ -92,21 +114,12 @@ func (l *Limiter) Reset(key string) {
 	}
 }
 
-// recent drops failures that have left the window.
-func (l *Limiter) recent(fails []time.Time, now time.Time) []time.Time {
-	i := 0
-	for i < len(fails) && now.Sub(fails[i]) >= l.window {
-		i++
-	}
-	return fails[i:]
-}
-
-// prune forgets keys whose latest failure has left the window. The list is ordered
-// by latest failure, so it stops at the first key still in the window.
+// prune forgets keys whose latest failure is forget old. The list is ordered by
+// latest failure, so it stops at the first key that is younger.
 func (l *Limiter) prune(now time.Time) {
 	for el := l.order.Front(); el != nil; el = l.order.Front() {
 		e := el.Value.(*limitEntry)
-		if now.Sub(e.fails[len(e.fails)-1]) < l.window {
+		if now.Sub(e.last) < l.forget {
 			return
 		}
 		l.order.Remove(el)

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -10,17 +11,27 @@ import (
 	"atrium/internal/store"
 )
 
-// Login rate limits: failures per client address and per username within LimitWindow.
+// Login rate limits: growing delays, never a lock-out of the account. Failures count
+// per username and client address (one guesser, one account), per address (one
+// guesser spraying usernames) and per username from every address (a distributed
+// guess). Only the first two ever wait long, so bad tries from one address do not keep
+// the right password out from another; the account-wide one starts late and stays
+// short. Each limiter lets its first failures pass, then waits one second, doubling
+// up to its maximum; a key is forgotten an hour after its last failure.
 const (
-	MaxFailuresPerIP   = 20
-	MaxFailuresPerUser = 10
-	LimitWindow        = 15 * time.Minute
+	FreeFailuresPerUserIP = 5
+	FreeFailuresPerIP     = 20
+	FreeFailuresPerUser   = 50
+	MaxDelayPerUserIP     = 15 * time.Minute
+	MaxDelayPerIP         = 15 * time.Minute
+	MaxDelayPerUser       = 30 * time.Second
+	LimitForget           = time.Hour
 )
 
 // User-facing messages of LogIn's errors. Every credential failure has the same one so
 // that usernames cannot be probed.
 const (
-	msgRateLimited = "Too many failed logins. Wait a few minutes and try again."
+	msgRateLimited = "Too many failed logins. Try again in %s."
 	msgBadLogin    = "Wrong username or password, or the account is disabled."
 )
 
@@ -45,6 +56,7 @@ type Logins struct {
 	store     LoginStore
 	ttl       time.Duration
 	now       func() time.Time
+	pairLimit *Limiter // username and address
 	ipLimit   *Limiter
 	userLimit *Limiter
 }
@@ -56,21 +68,30 @@ func NewLogins(st LoginStore, ttl time.Duration, now func() time.Time) *Logins {
 		now = time.Now
 	}
 	return &Logins{store: st, ttl: ttl, now: now,
-		ipLimit:   NewLimiter(MaxFailuresPerIP, LimitWindow, now),
-		userLimit: NewLimiter(MaxFailuresPerUser, LimitWindow, now)}
+		pairLimit: NewLimiter(FreeFailuresPerUserIP, time.Second, MaxDelayPerUserIP, LimitForget, now),
+		ipLimit:   NewLimiter(FreeFailuresPerIP, time.Second, MaxDelayPerIP, LimitForget, now),
+		userLimit: NewLimiter(FreeFailuresPerUser, time.Second, MaxDelayPerUser, LimitForget, now)}
 }
 
-// LogIn checks username and password and starts a login. Failures count against ip
-// and the username; past either limit it refuses even right passwords with
-// errs.RateLimited. A wrong password, unknown user or disabled account is
+// LogIn checks username and password and starts a login. Failures count against the
+// username and ip together, ip, and the username (see the limits above); while one of
+// them must wait, even the right password is refused with errs.RateLimited, saying how
+// long to wait. A wrong password, unknown user or disabled account is
 // errs.Unauthorized, with one message for all three.
 func (l *Logins) LogIn(ctx context.Context, username, password, ip string) (Token, store.User, error) {
-	ipKey, userKey := "ip:"+ip, "user:"+strings.ToLower(username)
-	if ok, _ := l.ipLimit.Allow(ipKey); !ok {
-		return Token{}, store.User{}, errs.E(errs.RateLimited, msgRateLimited)
+	name := strings.ToLower(username)
+	pairKey, ipKey, userKey := "pair:"+ip+"\x00"+name, "ip:"+ip, "user:"+name
+	var wait time.Duration
+	for _, c := range []struct {
+		lim *Limiter
+		key string
+	}{{l.pairLimit, pairKey}, {l.ipLimit, ipKey}, {l.userLimit, userKey}} {
+		if ok, retry := c.lim.Allow(c.key); !ok {
+			wait = max(wait, retry)
+		}
 	}
-	if ok, _ := l.userLimit.Allow(userKey); !ok {
-		return Token{}, store.User{}, errs.E(errs.RateLimited, msgRateLimited)
+	if wait > 0 {
+		return Token{}, store.User{}, errs.E(errs.RateLimited, msgRateLimited, roundUp(wait))
 	}
 	u, err := l.store.UserByUsername(ctx, username)
 	if err != nil && !errs.Is(err, errs.NotFound) {
@@ -84,13 +105,26 @@ func (l *Logins) LogIn(ctx context.Context, username, password, ip string) (Toke
 		_, _ = VerifyPassword(dummyHash(), password)
 	}
 	if !ok || u.Disabled {
+		l.pairLimit.Fail(pairKey)
 		l.ipLimit.Fail(ipKey)
 		l.userLimit.Fail(userKey)
 		return Token{}, store.User{}, errs.E(errs.Unauthorized, msgBadLogin)
 	}
+	l.pairLimit.Reset(pairKey)
 	l.userLimit.Reset(userKey)
 	t, err := l.Start(ctx, u)
 	return t, u, err
+}
+
+// roundUp says a wait in whole seconds or minutes, never "0 seconds".
+func roundUp(d time.Duration) string {
+	if d > 90*time.Second {
+		return fmt.Sprintf("%d minutes", (d+time.Minute-1)/time.Minute)
+	}
+	if s := (d + time.Second - 1) / time.Second; s != 1 {
+		return fmt.Sprintf("%d seconds", s)
+	}
+	return "1 second"
 }
 
 // dummyHash is verified against when the username does not exist. Made on first use,

@@ -2,6 +2,8 @@ package auth_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,34 +142,82 @@ func TestLogInFailures(t *testing.T) {
 
 func TestLogInRateLimit(t *testing.T) {
 	ctx := context.Background()
-	t.Run("per username", func(t *testing.T) {
+	t.Run("bad tries from one address do not lock out another", func(t *testing.T) {
 		l, _, clk := newLogins(t)
-		for i := range auth.MaxFailuresPerUser {
-			_, _, err := l.LogIn(ctx, "alice", "wrong password", "ip"+string(rune('a'+i)))
+		refused := 0
+		for range 20 {
+			_, _, err := l.LogIn(ctx, "alice", "wrong password", "9.9.9.9")
+			if errs.Is(err, errs.RateLimited) {
+				refused++
+				clk.advance(time.Second) // the attacker waits a little and goes on
+			}
+		}
+		if refused == 0 {
+			t.Fatal("20 bad tries from one address were never slowed down")
+		}
+		if _, _, err := l.LogIn(ctx, "alice", pw, "8.8.8.8"); err != nil {
+			t.Fatalf("the right password from another address is refused: %v", err)
+		}
+		// The guessing address waits, even with the right password, and is told how long.
+		_, _, err := l.LogIn(ctx, "alice", pw, "9.9.9.9")
+		wantErrCode(t, err, errs.RateLimited)
+		if !strings.Contains(errs.Message(err), "Try again in") {
+			t.Errorf("no wait in %q", errs.Message(err))
+		}
+	})
+	t.Run("growing delay per username and address", func(t *testing.T) {
+		l, _, clk := newLogins(t)
+		for range auth.FreeFailuresPerUserIP {
+			_, _, err := l.LogIn(ctx, "alice", "wrong password", "ip1")
 			wantErrCode(t, err, errs.Unauthorized)
 		}
-		_, _, err := l.LogIn(ctx, "ALICE", pw, "fresh-ip")
-		wantErrCode(t, err, errs.RateLimited)
-		clk.advance(auth.LimitWindow)
-		if _, _, err := l.LogIn(ctx, "alice", pw, "fresh-ip"); err != nil {
-			t.Fatalf("still locked after the window: %v", err)
+		var waits []string
+		for range 4 {
+			_, _, err := l.LogIn(ctx, "alice", "wrong password", "ip1")
+			wantErrCode(t, err, errs.Unauthorized)
+			_, _, err = l.LogIn(ctx, "ALICE", pw, "ip1")
+			wantErrCode(t, err, errs.RateLimited)
+			waits = append(waits, errs.Message(err))
+			clk.advance(time.Minute)
+		}
+		want := []string{"1 second", "2 seconds", "4 seconds", "8 seconds"}
+		for i, w := range want {
+			if !strings.Contains(waits[i], w) {
+				t.Errorf("wait %d: %q, want %s", i, waits[i], w)
+			}
+		}
+		if _, _, err := l.LogIn(ctx, "alice", pw, "ip1"); err != nil {
+			t.Fatalf("refused after the wait: %v", err)
 		}
 	})
 	t.Run("per address", func(t *testing.T) {
 		l, _, _ := newLogins(t)
-		for i := range auth.MaxFailuresPerIP {
-			_, _, err := l.LogIn(ctx, "user"+string(rune('a'+i)), "wrong password", "9.9.9.9")
+		for i := range auth.FreeFailuresPerIP + 1 {
+			_, _, err := l.LogIn(ctx, fmt.Sprintf("user%d", i), "wrong password", "9.9.9.9")
 			wantErrCode(t, err, errs.Unauthorized)
 		}
 		_, _, err := l.LogIn(ctx, "alice", pw, "9.9.9.9")
 		wantErrCode(t, err, errs.RateLimited)
 		if _, _, err := l.LogIn(ctx, "alice", pw, "8.8.8.8"); err != nil {
-			t.Fatalf("another address is locked out too: %v", err)
+			t.Fatalf("another address is slowed down too: %v", err)
+		}
+	})
+	t.Run("per username from many addresses, short", func(t *testing.T) {
+		l, _, clk := newLogins(t)
+		for i := range auth.FreeFailuresPerUser + 10 {
+			l.LogIn(ctx, "alice", "wrong password", fmt.Sprintf("ip%d", i))
+			clk.advance(time.Millisecond)
+		}
+		_, _, err := l.LogIn(ctx, "alice", pw, "fresh-ip")
+		wantErrCode(t, err, errs.RateLimited)
+		clk.advance(auth.MaxDelayPerUser)
+		if _, _, err := l.LogIn(ctx, "alice", pw, "fresh-ip"); err != nil {
+			t.Fatalf("still refused after the account-wide maximum delay: %v", err)
 		}
 	})
 	t.Run("success resets the username", func(t *testing.T) {
 		l, _, _ := newLogins(t)
-		for range auth.MaxFailuresPerUser - 1 {
+		for range auth.FreeFailuresPerUserIP {
 			l.LogIn(ctx, "alice", "wrong password", "ip")
 		}
 		if _, _, err := l.LogIn(ctx, "alice", pw, "ip"); err != nil {
@@ -177,7 +227,7 @@ func TestLogInRateLimit(t *testing.T) {
 			t.Fatalf("the count was not reset: %v", err)
 		}
 		if _, _, err := l.LogIn(ctx, "alice", pw, "ip"); err != nil {
-			t.Fatalf("locked after a reset: %v", err)
+			t.Fatalf("refused after a reset: %v", err)
 		}
 	})
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"atrium/internal/testkit"
 )
 
 // New starts a browser with a fresh profile and returns its context (closed when the
@@ -28,9 +30,9 @@ func New(t testing.TB, width, height int) (context.Context, *Problems) {
 	}
 	if path == "" {
 		if os.Getenv("E2E_REQUIRED") != "" {
-			t.Fatal("chromium not found and E2E_REQUIRED is set (apt-get install chromium)")
+			t.Fatal("chromium not found and E2E_REQUIRED is set (apt-get update && apt-get install chromium)")
 		}
-		t.Skip("chromium not found; install it (apt-get install chromium) or set E2E_REQUIRED=1 to fail instead")
+		testkit.Skip(t, "chromium not found; install it (apt-get update && apt-get install chromium) or set E2E_REQUIRED=1 to fail instead")
 	}
 	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
 		chromedp.ExecPath(path),

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -34,6 +35,9 @@ type Config struct {
 	EmbeddingsURL, EmbeddingsModel string
 	EmbeddingsKey                  string // secret
 	EmbeddingsDimensions           int    // asked of the model when > 0; at most 512
+	// Reverse proxies whose X-Forwarded-For is believed for the client address (rate
+	// limits, logs); ATRIUM_TRUSTED_PROXIES, comma-separated CIDRs or addresses.
+	TrustedProxies []netip.Prefix
 }
 
 // LogValue keeps the master key out of logs: slog.Info("config", "config", cfg) is safe.
@@ -57,6 +61,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("memory_extraction", c.MemoryExtraction),
 		slog.String("embeddings_url", c.EmbeddingsURL),
 		slog.String("embeddings_model", c.EmbeddingsModel),
+		slog.Any("trusted_proxies", c.TrustedProxies),
 	)
 }
 
@@ -174,6 +179,16 @@ var settings = []setting{
 	{flag: "embeddings-dimensions", env: "ATRIUM_EMBEDDINGS_DIMENSIONS", def: "0", arg: "n",
 		help: "vector width to ask the embedding model for (0 = its own; memory vectors hold at most 512)",
 		set:  intInto(0, 512, func(c *Config) *int { return &c.EmbeddingsDimensions })},
+	{flag: "trusted-proxies", env: "ATRIUM_TRUSTED_PROXIES", def: "", arg: "cidrs",
+		help: "reverse proxies allowed to give the client address in X-Forwarded-For, comma-separated CIDRs or addresses, e.g. 127.0.0.1,10.0.0.0/8; empty = trust none",
+		set: func(c *Config, v string) error {
+			ps, err := parseCIDRs(v)
+			if err != nil {
+				return err
+			}
+			c.TrustedProxies = ps
+			return nil
+		}},
 	{flag: "shutdown-timeout", env: "ATRIUM_SHUTDOWN_TIMEOUT", def: "10s", arg: "duration",
 		help: "how long to let running work finish on shutdown",
 		set:  durationInto(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
@@ -318,6 +333,29 @@ func checkAddr(v string) error {
 		return fmt.Errorf("%q has no valid port number (0 to 65535)", v)
 	}
 	return nil
+}
+
+// parseCIDRs parses a comma-separated list of CIDRs and bare addresses (a bare address
+// is a one-address prefix). Empty entries are skipped.
+func parseCIDRs(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8) or an IP address", f)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }
 
 // checkBaseURL accepts "" or an absolute http(s) URL with a host and nothing after

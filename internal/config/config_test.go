@@ -6,6 +6,8 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +92,11 @@ func TestLoad(t *testing.T) {
 			func(c *config.Config) { c.BaseURL = "" }},
 		{"base url with port", nil, env("ATRIUM_BASE_URL", "http://[::1]:8080"),
 			func(c *config.Config) { c.BaseURL = "http://[::1]:8080" }},
+		{"trusted proxies", nil, env("ATRIUM_TRUSTED_PROXIES", " 10.0.0.0/8, 127.0.0.1,::1 ,192.168.1.7/16"),
+			func(c *config.Config) {
+				c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32"),
+					netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("192.168.0.0/16")}
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,7 +106,7 @@ func TestLoad(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("Load =\n%+v\nwant\n%+v", got, want)
 			}
 		})
@@ -114,6 +121,8 @@ func TestLoadErrors(t *testing.T) {
 		getenv  func(string) string
 		wantErr string
 	}{
+		{"bad trusted proxy", nil, env("ATRIUM_TRUSTED_PROXIES", "10.0.0.0/8,proxy.local"),
+			`config: ATRIUM_TRUSTED_PROXIES: "proxy.local" is not a CIDR (e.g. 10.0.0.0/8) or an IP address`},
 		{"env not a number", nil, env("ATRIUM_MAX_MESSAGE_BYTES", "abc"),
 			`config: ATRIUM_MAX_MESSAGE_BYTES: "abc" is not a number`},
 		{"flag not a number", []string{"-max-message-bytes", "1e3"}, env(),

@@ -420,3 +420,28 @@ func TestDerive(t *testing.T) {
 		t.Fatal("empty purpose accepted")
 	}
 }
+
+// A database whose key file went missing must not get a new, wrong key: start-up is
+// refused and nothing is written (issue 9, item 14).
+func TestLoadMasterKeyMissingBesideDatabase(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, crypto.DatabaseFile), []byte("SQLite format 3\x00"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := crypto.LoadMasterKey(dir, "")
+	if err == nil || !strings.Contains(err.Error(), "restore master.key from your backup") {
+		t.Fatalf("err = %v, want a refusal that says to restore the key", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != crypto.DatabaseFile {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("data dir holds %v after the refusal, want only %s", names, crypto.DatabaseFile)
+	}
+	// The key given in the environment still works: the file is not consulted then.
+	if _, _, err := crypto.LoadMasterKey(dir, strings.Repeat("ab", crypto.KeySize)); err != nil {
+		t.Fatalf("with ATRIUM_MASTER_KEY: %v", err)
+	}
+}

@@ -24,6 +24,10 @@ const KeySize = 32
 // MasterKeyFile is the name of the key file inside the data directory.
 const MasterKeyFile = "master.key"
 
+// DatabaseFile is the name of the database inside the data directory (opened by
+// internal/app). A key file is never created beside an existing one.
+const DatabaseFile = "atrium.db"
+
 // LoadMasterKey returns the master key.
 //
 // If fromEnv (the value of ATRIUM_MASTER_KEY) is not empty it must hold 32 bytes,
@@ -49,6 +53,12 @@ func LoadMasterKey(dataDir, fromEnv string) (key []byte, created bool, err error
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, false, err
+	}
+	// A database without its key file: the key was lost or not copied along. A new key
+	// would not open the secrets already sealed, so refuse, and write nothing.
+	if _, err := os.Lstat(filepath.Join(dataDir, DatabaseFile)); err == nil {
+		return nil, false, fmt.Errorf("crypto: %s is missing but %s holds a database (%s) whose secrets it sealed; restore %s from your backup (or set ATRIUM_MASTER_KEY to the key); to start over with no data, move %s away",
+			MasterKeyFile, dataDir, DatabaseFile, MasterKeyFile, DatabaseFile)
 	}
 	key, created, err = createKeyFile(dataDir, path)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"unicode/utf8"
 
 	"atrium/internal/errs"
@@ -57,12 +58,26 @@ func Error(data []byte, err error) error {
 			off = valueStart(data, off)
 		}
 		what := "a value"
-		if te.Field != "" {
-			what = fmt.Sprintf("%q", te.Field)
+		if f := fieldPath(te.Field); f != "" {
+			what = fmt.Sprintf("%q", f)
 		}
 		return At(data, off, "%s must be %s, not %s", what, typeName(te.Type), te.Value)
 	}
 	return errs.Wrap(errs.Invalid, err, "the JSON could not be read")
+}
+
+// fieldPath is the decoder's path to the offending field without list indexes, which
+// the line and column already give: since Go 1.27 encoding/json reports "0.kind"
+// where it said "kind".
+func fieldPath(f string) string {
+	parts := strings.Split(f, ".")
+	kept := parts[:0]
+	for _, p := range parts {
+		if p != "" && strings.Trim(p, "0123456789") != "" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ".")
 }
 
 // valueStart walks back from end over the value that ends there: a string,

@@ -46,7 +46,7 @@ func needNode(tb testing.TB) string {
 		if os.Getenv("E2E_REQUIRED") == "1" {
 			tb.Fatalf("E2E_REQUIRED=1 but %s", reason)
 		}
-		tb.Skip(reason)
+		testkit.Skip(tb, reason)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

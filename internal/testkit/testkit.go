@@ -1,17 +1,61 @@
 // Package testkit holds the few helpers that tests of several packages share:
-// waiting for a condition instead of sleeping, and a goroutine-leak check in the
-// manner of net/http's afterTest.
+// waiting for a condition instead of sleeping, a goroutine-leak check in the manner of
+// net/http's afterTest, and skips that are summed up once per package.
 package testkit
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
+
+// skipped counts the tests skipped by Skip, by reason.
+var skipped struct {
+	sync.Mutex
+	n       map[string]int
+	reasons []string // in the order first seen
+}
+
+// Skip skips tb for reason (say what to install or set) and counts it for the
+// package's summary, which CheckLeaks prints once after the tests: a plain
+// "go test ./..." shows only "ok" for a package whose tests skipped, so
+// "go test -v ./... | grep -A3 '^testkit: skipped'" tells why in one line a package.
+func Skip(tb testing.TB, reason string) {
+	tb.Helper()
+	skipped.Lock()
+	if skipped.n == nil {
+		skipped.n = map[string]int{}
+	}
+	if skipped.n[reason] == 0 {
+		skipped.reasons = append(skipped.reasons, reason)
+	}
+	skipped.n[reason]++
+	skipped.Unlock()
+	tb.Skip(reason)
+}
+
+// writeSkipSummary writes one line per skip reason, with how many tests it skipped.
+func writeSkipSummary(w io.Writer) {
+	skipped.Lock()
+	defer skipped.Unlock()
+	total := 0
+	for _, n := range skipped.n {
+		total += n
+	}
+	if total == 0 {
+		return
+	}
+	fmt.Fprintf(w, "testkit: skipped %d test(s) in this package:\n", total)
+	for _, r := range skipped.reasons {
+		fmt.Fprintf(w, "  %d × %s\n", skipped.n[r], r)
+	}
+}
 
 // Eventually polls cond every few milliseconds until it holds, failing tb with what
 // it was waiting for when within passes first.
@@ -27,13 +71,14 @@ func Eventually(tb testing.TB, within time.Duration, what string, cond func() bo
 }
 
 // CheckLeaks is for TestMain: after the package's tests (code is m.Run's result) it
-// waits up to 5 s for every goroutine running this module's code to end, and fails
+// prints the summary of Skip's skips, then waits up to 5 s for every goroutine running this module's code to end, and fails
 // the package with their stacks if some do not. A goroutine left behind by a test is
 // a run, a connection or a supervisor loop that nobody stops: in the program it
 // would pile up.
 //
 //	func TestMain(m *testing.M) { os.Exit(testkit.CheckLeaks(m.Run())) }
 func CheckLeaks(code int) int {
+	writeSkipSummary(os.Stdout)
 	if code != 0 {
 		return code
 	}
