@@ -16,6 +16,7 @@ import (
 	"atrium/internal/errs"
 	"atrium/internal/store"
 	"atrium/internal/store/storetest"
+	"atrium/internal/testkit"
 )
 
 // A write waits for a lock held longer than busy_timeout (5 s) by another
@@ -305,7 +306,7 @@ func ranAsNonRoot(t *testing.T) bool {
 // with the database and WAL files open, and one -shm.
 func TestConnectionBudget(t *testing.T) {
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
-		t.Skip("needs /proc/self/fd to count open files")
+		testkit.Skip(t, "needs /proc/self/fd (Linux) to count open files")
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
