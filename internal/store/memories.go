@@ -331,7 +331,7 @@ func (db *DB) MarkMemoriesUsed(ctx context.Context, owner int64, ids []string) e
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	_, err := db.pool.ExecContext(ctx, `UPDATE memories SET last_used_at = ?, use_count = use_count + 1
+	_, err := db.exec(ctx, `UPDATE memories SET last_used_at = ?, use_count = use_count + 1
 		WHERE owner_id = ? AND id IN (`+placeholders(len(ids))+`)`, args...)
 	if err != nil {
 		return fmt.Errorf("store: mark memories used: %w", err)
@@ -343,7 +343,7 @@ func (db *DB) MarkMemoriesUsed(ctx context.Context, owner int64, ids []string) e
 // vector (cascade) and its bit vector (trigger), then checkpoints the WAL so the deleted bytes are
 // in neither file. Another owner's id is errs.NotFound.
 func (db *DB) DeleteMemory(ctx context.Context, owner int64, id string) error {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM memories WHERE owner_id = ? AND id = ?`, owner, id)
+	res, err := db.exec(ctx, `DELETE FROM memories WHERE owner_id = ? AND id = ?`, owner, id)
 	if err != nil {
 		return fmt.Errorf("store: delete memory: %w", err)
 	}
@@ -356,7 +356,7 @@ func (db *DB) DeleteMemory(ctx context.Context, owner int64, id string) error {
 // DeleteOwnerMemories removes all of owner's memories (as DeleteMemory) and
 // returns how many there were.
 func (db *DB) DeleteOwnerMemories(ctx context.Context, owner int64) (int, error) {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM memories WHERE owner_id = ?`, owner)
+	res, err := db.exec(ctx, `DELETE FROM memories WHERE owner_id = ?`, owner)
 	if err != nil {
 		return 0, fmt.Errorf("store: delete memories: %w", err)
 	}
@@ -367,7 +367,7 @@ func (db *DB) DeleteOwnerMemories(ctx context.Context, owner int64) (int, error)
 // SetMemoryExpiry sets (or with nil clears) when owner's memory id expires.
 // Another owner's id is errs.NotFound.
 func (db *DB) SetMemoryExpiry(ctx context.Context, owner int64, id string, at *time.Time) error {
-	res, err := db.pool.ExecContext(ctx, `UPDATE memories SET expires_at = ? WHERE owner_id = ? AND id = ?`, nullTime(at), owner, id)
+	res, err := db.exec(ctx, `UPDATE memories SET expires_at = ? WHERE owner_id = ? AND id = ?`, nullTime(at), owner, id)
 	if err != nil {
 		return fmt.Errorf("store: set memory expiry: %w", err)
 	}
@@ -379,7 +379,7 @@ func (db *DB) SetMemoryExpiry(ctx context.Context, owner int64, id string, at *t
 
 // PurgeExpiredMemories removes every memory whose expiry has passed.
 func (db *DB) PurgeExpiredMemories(ctx context.Context) (int, error) {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?`, ms(db.now()))
+	res, err := db.exec(ctx, `DELETE FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?`, ms(db.now()))
 	if err != nil {
 		return 0, fmt.Errorf("store: purge memories: %w", err)
 	}

@@ -63,9 +63,9 @@ func (db *DB) CreateFirstAdmin(ctx context.Context, username, passwordHash strin
 	now := db.now()
 	u.CreatedAt, u.UpdatedAt = fromMS(ms(now)), fromMS(ms(now))
 	// One statement: the write lock is held from the NOT EXISTS check to the insert.
-	err := db.pool.QueryRowContext(ctx, `INSERT INTO users (username, password_hash, role, disabled, created_at, updated_at)
+	err := db.writeRow(ctx, `INSERT INTO users (username, password_hash, role, disabled, created_at, updated_at)
 		SELECT ?, ?, 'admin', 0, ?, ? WHERE NOT EXISTS (SELECT 1 FROM users)
-		RETURNING id`, username, passwordHash, ms(now), ms(now)).Scan(&u.ID)
+		RETURNING id`, []any{username, passwordHash, ms(now), ms(now)}, &u.ID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return User{}, fmt.Errorf("store: create first admin: %w", errs.E(errs.Conflict, "setup is already done"))
 	}
@@ -88,11 +88,11 @@ func (db *DB) CreateUser(ctx context.Context, u *User) error {
 		return fmt.Errorf("store: create user: %w", err)
 	}
 	now := ms(db.now())
-	err := db.pool.QueryRowContext(ctx, `INSERT INTO users (id, username, password_hash, role, disabled, created_at, updated_at)
+	err := db.writeRow(ctx, `INSERT INTO users (id, username, password_hash, role, disabled, created_at, updated_at)
 		VALUES (max(COALESCE((SELECT MAX(id) FROM users), 0),
 		            COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = '`+metaDeletedUserID+`'), 0)) + 1,
 		        ?, ?, ?, ?, ?, ?) RETURNING id`,
-		u.Username, u.PasswordHash, u.Role, u.Disabled, now, now).Scan(&u.ID)
+		[]any{u.Username, u.PasswordHash, u.Role, u.Disabled, now, now}, &u.ID)
 	if isUnique(err) {
 		return fmt.Errorf("store: create user: %w", errs.Wrap(errs.Conflict, err, "the username %q is taken", u.Username))
 	}
