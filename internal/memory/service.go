@@ -472,10 +472,11 @@ const rrfK = 60
 
 // Search returns up to k of owner's memories relevant to query, best first.
 //
-// Candidates come from the blind lexical index (BM25) and from a vector KNN (a
-// Hamming prefilter over sign bits of ~10× the candidates, rescored by cosine
-// on the stored vectors; an exact scan for owners of at most 256 memories). The two lists are fused by reciprocal rank fusion;
-// the relevance is half the fused rank and half the stronger absolute signal
+// Candidates come from the blind lexical index (BM25) and from a vector KNN (an
+// exact scan for owners of at most 256 memories; above, the owner's cached sign
+// bits narrowed by Hamming and then by the query's floats to 100, rescored by
+// cosine on the stored float16 vectors: vecindex.go). The two lists are fused by
+// reciprocal rank fusion; the relevance is half the fused rank and half the stronger absolute signal
 // (cosine similarity, or the squashed BM25 score), then weighted by confidence,
 // recency of use or update, and use count. A candidate found only by vector
 // needs Ranking.MinSimilarity; every hit needs Ranking.MinScore. When the
