@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -257,5 +259,54 @@ func TestReindexChangesWidth(t *testing.T) {
 	}
 	if n := must(svc.Reindex(ctx, "hash1536")); n != 0 {
 		t.Errorf("a second reindex with the same embedder redid %d memories", n)
+	}
+}
+
+// Concurrent Saves, Forgets and Searches of one large owner (run it with -race)
+// leave cached bits that, when they claim the stored version, are exactly the
+// stored ones: every kept memory in them, no forgotten one.
+func TestBitCacheConcurrent(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	insertBench(t, f, f.ann, newBenchVocab(6), exactBelow+10)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 10 {
+				m, err := f.svc.Save(ctx, f.ann, KindFact, fmt.Sprintf("worker %d keeps parcel %d", g, i), manual, 0.5)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := f.svc.Search(ctx, f.ann, "keeps parcel", 5); err != nil {
+					t.Error(err)
+				}
+				if i%3 == 0 {
+					if err := f.svc.Forget(ctx, f.ann, m.ID); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// The entry as the patches left it (not read again): when it claims the
+	// stored version, it must hold exactly the stored bits.
+	o := f.svc.bits.get(f.ann)
+	version, seqs, bits, err := f.db.MemoryBits(ctx, f.ann, 512)
+	ok(t, err)
+	if o == nil || o.version != version {
+		t.Skip("the cache was left stale (a search will read it again); nothing to compare")
+	}
+	want := map[int64]uint64{}
+	for i, s := range seqs {
+		want[s] = packWords(bits[i*64 : i*64+64])[0]
+	}
+	got := map[int64]uint64{}
+	for i, s := range o.seqs {
+		got[s] = o.bits[i*o.words]
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("cached bits of %d memories differ from the %d stored", len(got), len(want))
 	}
 }
