@@ -564,25 +564,96 @@ func (db *DB) MemoryBits(ctx context.Context, owner int64, dims int) (version in
 // RescoreMemories ranks those of seqs that are owner's unexpired memories with a
 // stored vector of query's width by cosine distance to query and returns the k
 // nearest, nearest first.
+//
+// The vectors are read and ranked first, and only then are the nearest looked
+// up in memories (for their id, owner and expiry), a few more than k at a time
+// until k are found: a lookup there costs as much as a vector's, and most
+// candidates are not kept.
 func (db *DB) RescoreMemories(ctx context.Context, owner int64, seqs []int64, query []float32, k int) ([]MemoryHit, error) {
 	if k <= 0 || len(seqs) == 0 {
 		return nil, nil
 	}
-	args := []any{owner, ms(db.now()), 2 * len(query)}
+	args := []any{2 * len(query)}
 	for _, s := range seqs {
 		args = append(args, s)
 	}
-	return db.rescore(ctx, query, k, rescoreQuery(len(seqs)), args...)
+	rows, err := db.pool.QueryContext(ctx, rescoreVectorsQuery(len(seqs)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: rescore memories: %w", err)
+	}
+	type cand struct {
+		seq int64
+		d   float64
+	}
+	var cands []cand
+	qn := norm(query)
+	var blob sql.RawBytes
+	for rows.Next() {
+		var c cand
+		if err := rows.Scan(&c.seq, &blob); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: rescore memories: %w", err)
+		}
+		c.d = halfCosineDistance(query, qn, blob)
+		cands = append(cands, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: rescore memories: %w", err)
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].d != cands[j].d {
+			return cands[i].d < cands[j].d
+		}
+		return cands[i].seq < cands[j].seq
+	})
+	var hits []MemoryHit
+	now := ms(db.now())
+	for start := 0; start < len(cands) && len(hits) < k; start += 2 * k {
+		batch := cands[start:min(start+2*k, len(cands))]
+		args := []any{owner, now}
+		for _, c := range batch {
+			args = append(args, c.seq)
+		}
+		ids := map[int64]string{}
+		rows, err := db.pool.QueryContext(ctx, rescoreOwnerQuery(len(batch)), args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: rescore memories: %w", err)
+		}
+		for rows.Next() {
+			var seq int64
+			var id string
+			if err := rows.Scan(&seq, &id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("store: rescore memories: %w", err)
+			}
+			ids[seq] = id
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("store: rescore memories: %w", err)
+		}
+		for _, c := range batch {
+			if id, ok := ids[c.seq]; ok && len(hits) < k {
+				hits = append(hits, MemoryHit{ID: id, Distance: c.d})
+			}
+		}
+	}
+	return hits, nil
 }
 
-// rescoreQuery reads n seqs' vectors. The unary + keeps the planner off
-// memories_owner: from about 50 seqs on it preferred scanning all of the owner's
-// rows (100k in BenchmarkMemoryRecall) to looking the seqs up.
-func rescoreQuery(n int) string {
-	return `SELECT m.id, e.embedding
-		FROM memories m JOIN memory_embeddings e ON e.seq = m.seq
-		WHERE +m.owner_id = ? AND (m.expires_at IS NULL OR m.expires_at > ?) AND length(e.embedding) = ?
-		AND m.seq IN (` + placeholders(n) + `)`
+// rescoreVectorsQuery reads n seqs' vectors of one width, by seq.
+func rescoreVectorsQuery(n int) string {
+	return `SELECT seq, embedding FROM memory_embeddings WHERE length(embedding) = ? AND seq IN (` + placeholders(n) + `)`
+}
+
+// rescoreOwnerQuery keeps those of n seqs that are one owner's unexpired
+// memories. The unary + keeps the planner off memories_owner: from about 50 seqs
+// on it preferred scanning all of the owner's rows (100k in
+// BenchmarkMemoryRecall) to looking the seqs up.
+func rescoreOwnerQuery(n int) string {
+	return `SELECT seq, id FROM memories WHERE +owner_id = ? AND (expires_at IS NULL OR expires_at > ?)
+		AND seq IN (` + placeholders(n) + `)`
 }
 
 // ExactKNNMemoryCandidates is the exact KNN over all of owner's stored vectors of

@@ -92,24 +92,29 @@ func TestRescoreLooksUpBySeq(t *testing.T) {
 	}
 	defer db.Close()
 	for _, n := range []int{1, 50, 100, 500} {
-		args := []any{1, 0, 1024}
-		for i := range n {
-			args = append(args, i)
+		seqs := make([]any, n)
+		for i := range seqs {
+			seqs[i] = i
 		}
-		rows, err := db.pool.Query(`EXPLAIN QUERY PLAN `+rescoreQuery(n), args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{{rescoreVectorsQuery(n), append([]any{1024}, seqs...)}, {rescoreOwnerQuery(n), append([]any{1, 0}, seqs...)}} {
+			rows, err := db.pool.Query(`EXPLAIN QUERY PLAN `+q.sql, q.args...)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(detail, "INTEGER PRIMARY KEY") {
-				t.Errorf("%d seqs: plan step %q is not a lookup by seq", n, detail)
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(detail, "INTEGER PRIMARY KEY") {
+					t.Errorf("%d seqs: plan step %q is not a lookup by seq", n, detail)
+				}
 			}
+			rows.Close()
 		}
-		rows.Close()
 	}
 }
