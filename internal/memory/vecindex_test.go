@@ -54,13 +54,14 @@ func TestPrefilterRecall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 8,000 memories")
 	}
-	for _, dim := range []int{HashDim} {
+	for _, dim := range []int{HashDim} { // 1536-d: BenchmarkMemoryRecall (slow to build here)
 		t.Run(fmt.Sprint(dim), func(t *testing.T) {
 			f := newFixture(t)
 			f.emb.HashEmbedder = HashEmbedder{Dim: dim}
 			ctx := context.Background()
 			v := newBenchVocab(5)
-			texts := insertBench(t, f, f.ann, v, 8000)
+			n := 8000
+			texts := insertBench(t, f, f.ann, v, n)
 			k := must(f.svc.ownerKeys(ctx, f.ann))
 			var found, want int
 			for range 100 {
@@ -79,7 +80,7 @@ func TestPrefilterRecall(t *testing.T) {
 				want += len(exact)
 			}
 			r := float64(found) / float64(want)
-			t.Logf("%d-d, 8,000 memories: recall@5 %.3f", dim, r)
+			t.Logf("%d-d, %d memories: recall@5 %.3f", dim, n, r)
 			if r < 0.95 {
 				t.Errorf("recall@5 %.3f, want ≥ 0.95", r)
 			}
