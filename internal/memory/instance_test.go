@@ -95,7 +95,7 @@ func TestInstanceValidation(t *testing.T) {
 		"blank model":       {func(in *InstanceInput) { in.EmbeddingsURL, in.EmbeddingsModel = "http://h/v1", "   " }, "Embeddings model"},
 		"model without URL": {func(in *InstanceInput) { in.EmbeddingsModel = "m" }, "Embeddings model"},
 		"dimensions > 4096": {func(in *InstanceInput) {
-			in.EmbeddingsURL, in.EmbeddingsModel, in.EmbeddingsDimensions = "http://h/v1", "m", MaxDims + 1
+			in.EmbeddingsURL, in.EmbeddingsModel, in.EmbeddingsDimensions = "http://h/v1", "m", MaxDims+1
 		}, "Dimensions"},
 		"dimensions < 0": {func(in *InstanceInput) {
 			in.EmbeddingsURL, in.EmbeddingsModel, in.EmbeddingsDimensions = "http://h/v1", "m", -1
