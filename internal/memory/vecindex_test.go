@@ -12,6 +12,7 @@ import (
 	"atrium/internal/errs"
 	"atrium/internal/store"
 	"atrium/internal/store/storetest"
+	"atrium/internal/testkit"
 )
 
 // insertBench stores n synthetic memories for owner in batches, through the
@@ -52,7 +53,7 @@ func must2[A, B any](a A, b B, err error) (A, B) {
 // reached 0.88 at 10k memories and 0.80 at 100k.
 func TestPrefilterRecall(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds 8,000 memories")
+		testkit.Skip(t, "builds 8,000 memories; skipped with -short")
 	}
 	for _, dim := range []int{HashDim} { // 1536-d: BenchmarkMemoryRecall (slow to build here)
 		t.Run(fmt.Sprint(dim), func(t *testing.T) {
@@ -297,7 +298,7 @@ func TestBitCacheConcurrent(t *testing.T) {
 	version, seqs, bits, err := f.db.MemoryBits(ctx, f.ann, 512)
 	ok(t, err)
 	if o == nil || o.version != version {
-		t.Skip("the cache was left stale (a search will read it again); nothing to compare")
+		testkit.Skip(t, "the cache was left stale (a search will read it again); nothing to compare")
 	}
 	want := map[int64]uint64{}
 	for i, s := range seqs {
