@@ -291,7 +291,7 @@ func (s *Service) Save(ctx context.Context, owner int64, kind, text string, sour
 	if err := s.db.InsertMemories(ctx, []*store.Memory{rec}, []store.MemoryIndex{ix}); err != nil {
 		return Memory{}, fmt.Errorf("memory: save: %w", err)
 	}
-	s.patchBits(ctx, owner, 1, func(o *ownerBits) { o.set(rec.Seq, ix.Bits) })
+	s.patchBits(owner, rec.VectorVersion-1, rec.VectorVersion, func(o *ownerBits) { o.set(rec.Seq, ix.Bits) })
 	return fromRecord(*rec, text), nil
 }
 
@@ -319,7 +319,6 @@ func (s *Service) Update(ctx context.Context, owner int64, id, text string) (Mem
 	if err != nil {
 		return Memory{}, fmt.Errorf("memory: update: %w", err)
 	}
-	s.patchBits(ctx, owner, 2, func(o *ownerBits) { o.set(rec.Seq, ix.Bits) })
 	return fromRecord(rec, text), nil
 }
 
@@ -352,7 +351,6 @@ func (s *Service) Forget(ctx context.Context, owner int64, id string) error {
 	if err := s.db.DeleteMemory(ctx, owner, id); err != nil {
 		return fmt.Errorf("memory: forget: %w", err)
 	}
-	s.patchBits(ctx, owner, 1, func(o *ownerBits) { o.remove(rec.Seq) })
 	return nil
 }
 

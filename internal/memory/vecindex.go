@@ -47,9 +47,10 @@ func rescoreCount(k int) int { return max(5*k, 100) }
 // of 512 dimensions take 7.2 MB, of 2,048 dimensions 26 MB.
 const bitCacheBudget = 128 << 20
 
-// ownerBits is one owner's sign bits of one width, as of version. Writes through
-// this Service patch it in place (patchBits); any other change makes the next
-// search read it again.
+// ownerBits is one owner's sign bits of one width, as of version. Saves through
+// this Service patch it in place (patchBits); any other change (Update, Forget,
+// Reindex, another process, a user's deletion) makes the next search read it
+// again.
 type ownerBits struct {
 	dims  int
 	words int // uint64 words per vector
@@ -158,25 +159,25 @@ func (c *bitCache) drop(owner int64) {
 }
 
 // patchBits applies fn to owner's cached bits after a write through this
-// Service that changed delta rows of memory_bits (the version counts one per
-// row inserted or deleted). It does so only when the stored version moved by
-// exactly delta since the cached one, i.e. when nothing else changed meanwhile;
-// otherwise the entry is left stale and the next search reads it again. It
-// saves that read (~1 µs per memory) after every Save.
-func (s *Service) patchBits(ctx context.Context, owner int64, delta int64, fn func(o *ownerBits)) {
+// Service that moved the owner's vector version from before to after (the store
+// reads it inside the write's transaction). It does so only when the cache is at
+// exactly before, i.e. holds every change up to this one; otherwise the entry is
+// left stale and the next search reads it again. It saves that read (~1 µs per
+// memory) after every Save.
+//
+// The versions must come from the write itself: a version read after the commit
+// may include another writer's change, and a cache read meanwhile at that
+// writer's version would then be labelled current without it.
+func (s *Service) patchBits(owner int64, before, after int64, fn func(o *ownerBits)) {
 	o := s.bits.get(owner)
 	if o == nil {
 		return
 	}
-	v, err := s.db.MemoryVectorVersion(ctx, owner)
-	if err != nil {
-		return
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.version+delta == v {
+	if o.version == before {
 		fn(o)
-		o.version = v
+		o.version = after
 	}
 }
 

@@ -264,13 +264,20 @@ func TestReindexChangesWidth(t *testing.T) {
 	}
 }
 
-// Concurrent Saves, Forgets and Searches of one large owner (run it with -race)
-// leave cached bits that, when they claim the stored version, are exactly the
-// stored ones: every kept memory in them, no forgotten one.
+// Concurrent Saves and Searches of one large owner, with vectors rewritten
+// behind the Service's back meanwhile (so that searches read the bits again while
+// Saves patch them; run it with -race), leave cached bits that, when they claim
+// the stored version, are exactly the stored ones. Before the versions came from
+// inside the write, a Save read the version after its commit, and a cache read
+// meanwhile at another writer's version took the Save's patch and was labelled
+// current without that writer's change (seen once in 40 runs under load: a
+// forgotten memory still cached).
 func TestBitCacheConcurrent(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	insertBench(t, f, f.ann, newBenchVocab(6), exactBelow+10)
+	all := must(f.svc.List(ctx, f.ann))
+	k := must(f.svc.ownerKeys(ctx, f.ann))
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
@@ -287,6 +294,31 @@ func TestBitCacheConcurrent(t *testing.T) {
 					if err := f.svc.Forget(ctx, f.ann, m.ID); err != nil {
 						t.Error(err)
 					}
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 10 {
+			m := all[i]
+			ix, n := must2(f.svc.index(ctx, k, m.Text+" again"))
+			if err := f.db.ReindexMemory(ctx, f.ann, m.ID, n, ix); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Wait()
+	// Saves only (and the searches that read the now stale bits again): at the end
+	// the cache is usually current, and then it must be exact.
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 10 {
+				if _, err := f.svc.Save(ctx, f.ann, KindFact, fmt.Sprintf("worker %d stores crate %d", g, i), manual, 0.5); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := f.svc.Search(ctx, f.ann, "stores crate", 5); err != nil {
+					t.Error(err)
 				}
 			}
 		})

@@ -41,6 +41,11 @@ type Memory struct {
 	LastUsedAt    *time.Time
 	UseCount      int
 	ExpiresAt     *time.Time
+
+	// VectorVersion is set by InsertMemories: the owner's MemoryVectorVersion
+	// right after this memory's vectors were written, inside the transaction, so
+	// the version before it was VectorVersion-1 exactly.
+	VectorVersion int64
 }
 
 // MemoryTerm is one blind-index entry: an HMAC tag and its count in the memory.
@@ -156,6 +161,9 @@ func (db *DB) InsertMemories(ctx context.Context, mems []*Memory, ixs []MemoryIn
 				return err
 			}
 			if err := writeMemoryIndex(ctx, tx, m, ixs[i]); err != nil {
+				return err
+			}
+			if err := tx.QueryRowContext(ctx, `SELECT version FROM memory_vector_versions WHERE owner_id = ?`, m.OwnerID).Scan(&m.VectorVersion); err != nil {
 				return err
 			}
 		}
