@@ -261,16 +261,17 @@ func (db *DB) UserSessionIDs(ctx context.Context, userID int64) ([]string, error
 // userRows deletes everything of a user, table by table, leaves before their
 // parents. The foreign keys' cascades would reach most of it from the users row;
 // the list is spelled out so that no table is missed by accident, and it also
-// names what no foreign key reaches: the memory_vectors virtual table, the
-// settings keyed "<area>.user.<id>" and the user's wrapped data key. Audit entries
+// names what no foreign key reaches: memory_bits and memory_vector_versions
+// (kept by triggers, so the versions row goes last), the settings keyed "<area>.user.<id>" and the user's wrapped data key. Audit entries
 // about the user go with them; entries they made as an admin stay, their actor set
 // to NULL by the foreign key (the record of what was done to others outlives its
 // actor). TestDeleteUser checks every table with an owner or user column.
 var userRows = []string{
-	`DELETE FROM memory_vectors WHERE owner_id = ?1`,
+	`DELETE FROM memory_bits WHERE owner_id = ?1`,
 	`DELETE FROM memory_embeddings WHERE seq IN (SELECT seq FROM memories WHERE owner_id = ?1)`,
 	`DELETE FROM memory_terms WHERE owner_id = ?1`,
 	`DELETE FROM memories WHERE owner_id = ?1`,
+	`DELETE FROM memory_vector_versions WHERE owner_id = ?1`,
 	`DELETE FROM spans WHERE run_id IN (SELECT id FROM runs WHERE owner_id = ?1)`,
 	`DELETE FROM runs WHERE owner_id = ?1`,
 	`DELETE FROM session_leases WHERE session_id IN (SELECT id FROM sessions WHERE owner_id = ?1)`,
