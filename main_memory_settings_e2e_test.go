@@ -1,12 +1,8 @@
 package main
 
 import (
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -21,37 +17,7 @@ func TestEndToEndMemoryInstanceSettings(t *testing.T) {
 	ctx, problems := browsertest.New(t, 1200, 1400)
 	fake := llmtest.NewServer(t)
 	fake.SetModels("fake-model")
-	gate := make(chan struct{})
-	gateOn := make(chan struct{}) // closed: the endpoint holds requests until gate opens
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-gateOn:
-			select {
-			case <-gate:
-			case <-time.After(10 * time.Second):
-			case <-r.Context().Done():
-				return
-			}
-		default:
-		}
-		var req struct{ Input []string }
-		if json.NewDecoder(r.Body).Decode(&req) != nil || r.Header.Get("Authorization") != "Bearer sk-embed-e2e-5555" {
-			http.Error(w, "refused", http.StatusUnauthorized)
-			return
-		}
-		type item struct {
-			Index     int       `json:"index"`
-			Embedding []float32 `json:"embedding"`
-		}
-		var out struct {
-			Data []item `json:"data"`
-		}
-		for i := range req.Input {
-			out.Data = append(out.Data, item{i, []float32{1, 0, 0, 0, 0, 0, 0, 0, 0, 0}})
-		}
-		_ = json.NewEncoder(w).Encode(out)
-	}))
-	t.Cleanup(srv.Close)
+	emb := llmtest.NewEmbeddings(t, llmtest.EmbeddingsOptions{Key: "sk-embed-e2e-5555", Width: 10})
 
 	a := startApp(t, nil)
 	run := stepRunner(t, ctx)
@@ -68,7 +34,7 @@ func TestEndToEndMemoryInstanceSettings(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`[data-testid=nav-admin-memories]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=memory-instance-form]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=memory-reindex-done]`)),
-		chromedp.SetValue(chromedp.CSS(`[data-testid=memory-instance-embeddings-url]`), srv.URL+"/v1"),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=memory-instance-embeddings-url]`), emb.URL()),
 		chromedp.SendKeys(chromedp.CSS(`[data-testid=memory-instance-embeddings-model]`), "tiny"),
 		chromedp.SendKeys(chromedp.CSS(`[data-testid=memory-instance-key]`), "sk-embed-e2e-5555"),
 		chromedp.Click(chromedp.CSS(`[data-testid=memory-instance-test]`)),
@@ -79,7 +45,7 @@ func TestEndToEndMemoryInstanceSettings(t *testing.T) {
 	if !strings.Contains(result, "10 dimensions") || keyValue != "" {
 		t.Fatalf("test result %q, key field after the test %q", result, keyValue)
 	}
-	close(gateOn) // from now on the endpoint holds requests until gate opens
+	emb.Hold() // from now on the endpoint holds requests until Release
 	var progress string
 	run("save and watch the reindex",
 		chromedp.SendKeys(chromedp.CSS(`[data-testid=memory-instance-key]`), "sk-embed-e2e-5555"),
@@ -91,7 +57,7 @@ func TestEndToEndMemoryInstanceSettings(t *testing.T) {
 	if !strings.Contains(progress, "Reindexing") {
 		t.Errorf("while the endpoint holds the reindex the page says %q", progress)
 	}
-	close(gate)
+	emb.Release()
 	var body string
 	run("the progress follows without a reload",
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=memory-reindex-done]`)),

@@ -3,7 +3,6 @@ package web_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"html"
 	"log/slog"
 	"net/http"
@@ -51,50 +50,6 @@ func instanceForm(edits ...string) url.Values {
 		v.Set(edits[i], edits[i+1])
 	}
 	return v
-}
-
-// embeddingsEndpoint is a stand-in embeddings endpoint that knows a synonym (car =
-// automobile). While gate is closed it holds every request; want, when set, is the
-// bearer key it requires (answering 401 with a body that echoes the input).
-func embeddingsEndpoint(t *testing.T, want string, gate chan struct{}) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if gate != nil {
-			select {
-			case <-gate:
-			case <-time.After(5 * time.Second): // a test that never opens it fails, not hangs
-			case <-r.Context().Done():
-				return
-			}
-		}
-		var req struct{ Input []string }
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		if want != "" && r.Header.Get("Authorization") != "Bearer "+want {
-			http.Error(w, "unknown key; input was "+strings.Join(req.Input, " "), http.StatusUnauthorized)
-			return
-		}
-		type item struct {
-			Index     int       `json:"index"`
-			Embedding []float32 `json:"embedding"`
-		}
-		var out struct {
-			Data []item `json:"data"`
-		}
-		for i, text := range req.Input {
-			v := make([]float32, 6)
-			if low := strings.ToLower(text); strings.Contains(low, "car") || strings.Contains(low, "automobile") {
-				v[0] = 1
-			} else {
-				v[5] = 1
-			}
-			out.Data = append(out.Data, item{i, v})
-		}
-		_ = json.NewEncoder(w).Encode(out)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/v1"
 }
 
 // TestAdminMemorySettings: the instance settings form shows the defaults, refuses
@@ -160,7 +115,7 @@ func TestAdminMemorySettings(t *testing.T) {
 		t.Fatal(choices, err)
 	}
 	const key = "sk-pagesentinel-42424242"
-	endpoint := embeddingsEndpoint(t, key, nil)
+	endpoint := llmtest.NewEmbeddings(t, llmtest.EmbeddingsOptions{Width: 6, Key: key}).URL()
 	r := admin.post("/settings/memories/instance", instanceForm("model", choices[1].Value, "embeddings_url", endpoint+"/",
 		"embeddings_model", "concepts", "embeddings_key", key, "half_life_days", "30", "forget_unused_days", "365"))
 	wantStatus(t, r, http.StatusSeeOther)
@@ -220,7 +175,7 @@ func TestAdminMemoryEmbeddingsTestButton(t *testing.T) {
 	var logs syncBuffer
 	env := newTestEnvWith(t, app.Options{Log: logTo(&logs)})
 	admin := env.setup()
-	endpoint := embeddingsEndpoint(t, "sk-right", nil)
+	endpoint := llmtest.NewEmbeddings(t, llmtest.EmbeddingsOptions{Width: 6, Key: "sk-right"}).URL()
 
 	r := admin.post("/settings/memories/instance/test", instanceForm("embeddings_url", endpoint, "embeddings_model", "concepts", "embeddings_key", "sk-right"))
 	wantStatus(t, r, http.StatusOK)
@@ -240,7 +195,8 @@ func TestAdminMemoryEmbeddingsTestButton(t *testing.T) {
 	r = admin.post("/settings/memories/instance/test", instanceForm("embeddings_url", endpoint, "embeddings_model", "concepts", "embeddings_key", "sk-wrong"))
 	wantStatus(t, r, http.StatusOK)
 	res := testResult(r.body)
-	if !strings.Contains(res, "401 Unauthorized") || !strings.Contains(res, "unknown key; input was Atrium embeddings test") {
+	if !strings.Contains(res, "401 Unauthorized") || !strings.Contains(res, "bad key: you sent Bearer ") ||
+		!strings.Contains(res, "input was Atrium embeddings test") || strings.Contains(res, "sk-wrong") {
 		t.Errorf("a refused key: %s", res)
 	}
 
@@ -272,7 +228,7 @@ func TestAdminMemoryEmbeddingsTestButton(t *testing.T) {
 	if page := admin.get("/settings/memories").body; strings.Contains(page, "zebrafinch") {
 		t.Error("the reindex error on the page carries a memory's text")
 	}
-	for _, leak := range []string{"unknown key", "input was", "zebrafinch", "sk-wrong", "sk-right"} {
+	for _, leak := range []string{"bad key", "input was", "zebrafinch", "sk-wrong", "sk-right"} {
 		if strings.Contains(logs.String(), leak) {
 			t.Errorf("the log holds %q:\n%s", leak, logs.String())
 		}
@@ -292,8 +248,9 @@ func TestAdminEmbeddingsChangeTakesEffectWithoutRestart(t *testing.T) {
 	if body := ann.get("/memories?q=" + url.QueryEscape("which automobile do I drive")).body; strings.Contains(body, car) {
 		t.Fatal("the offline embedder found the synonym: the test would prove nothing")
 	}
-	gate := make(chan struct{})
-	endpoint := embeddingsEndpoint(t, "", gate)
+	emb := llmtest.NewEmbeddings(t, llmtest.EmbeddingsOptions{Width: 6})
+	emb.Hold()
+	endpoint := emb.URL()
 
 	wantStatus(t, admin.post("/settings/memories/instance", instanceForm("embeddings_url", endpoint, "embeddings_model", "concepts")), http.StatusSeeOther)
 	testkit.Eventually(t, 5*time.Second, "the reindex to be under way", func() bool {
@@ -308,7 +265,7 @@ func TestAdminEmbeddingsChangeTakesEffectWithoutRestart(t *testing.T) {
 		t.Errorf("search during the reindex: %.2000s", body)
 	}
 
-	close(gate)
+	emb.Release()
 	testkit.Eventually(t, 5*time.Second, "the reindex to finish", func() bool {
 		return strings.Contains(admin.get("/settings/memories/reindex").body, `data-testid="memory-reindex-done"`)
 	})

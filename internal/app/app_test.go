@@ -2,20 +2,17 @@ package app_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io/fs"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"atrium/internal/app"
 	"atrium/internal/config"
+	"atrium/internal/llm/llmtest"
 	"atrium/internal/memory"
 	"atrium/internal/store"
 	"atrium/internal/store/storetest"
@@ -72,44 +69,6 @@ func TestExpiredMemoriesArePurged(t *testing.T) {
 	})
 }
 
-// conceptEmbedder is a stand-in embeddings endpoint that knows synonyms: texts about
-// cars point one way, texts about food another. The offline embedder cannot match
-// "automobile" to "car"; an endpoint can. Its vectors are 1,536 wide, as
-// text-embedding-3-small's: wider than the offline embedder's 384, so switching to it
-// rebuilds the vectors at another width (2,048 padded).
-func conceptEmbedder(t *testing.T, calls *atomic.Int32) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct{ Input []string }
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || r.URL.Path != "/v1/embeddings" {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		calls.Add(1)
-		type item struct {
-			Index     int       `json:"index"`
-			Embedding []float32 `json:"embedding"`
-		}
-		var out struct {
-			Data []item `json:"data"`
-		}
-		for i, text := range req.Input {
-			v := make([]float32, 1536)
-			switch low := strings.ToLower(text); {
-			case strings.Contains(low, "car") || strings.Contains(low, "automobile"):
-				v[0] = 1
-			case strings.Contains(low, "pasta") || strings.Contains(low, "food"):
-				v[1] = 1
-			default:
-				v[1535] = 1
-			}
-			out.Data = append(out.Data, item{i, v})
-		}
-		_ = json.NewEncoder(w).Encode(out)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/v1"
-}
-
 // TestEmbeddingsEndpointReindexes: memories saved with the offline embedder are
 // indexed again when an embeddings endpoint is configured (once: not at every start),
 // and then a question that shares no word with a memory finds it.
@@ -131,10 +90,12 @@ func TestEmbeddingsEndpointReindexes(t *testing.T) {
 	}
 	stop(t, a)
 
-	var calls atomic.Int32
-	cfg.EmbeddingsURL, cfg.EmbeddingsModel = conceptEmbedder(t, &calls), "concepts"
+	// 1,536 wide, as text-embedding-3-small: wider than the offline embedder's 384, so
+	// switching to it rebuilds the vectors at another width (2,048 padded).
+	emb := llmtest.NewEmbeddings(t, llmtest.EmbeddingsOptions{Width: 1536})
+	cfg.EmbeddingsURL, cfg.EmbeddingsModel = emb.URL(), "concepts"
 	a = start(t, cfg)
-	testkit.Eventually(t, 5*time.Second, "the memories to be reindexed", func() bool { return calls.Load() >= 2 })
+	testkit.Eventually(t, 5*time.Second, "the memories to be reindexed", func() bool { return emb.Calls() >= 2 })
 	var res memory.Result
 	testkit.Eventually(t, 5*time.Second, "a synonym to find the memory", func() bool {
 		res, _ = a.Memory.Search(ctx, u.ID, "which automobile do I drive?", 5)
@@ -142,14 +103,14 @@ func TestEmbeddingsEndpointReindexes(t *testing.T) {
 	})
 	stop(t, a)
 
-	before := calls.Load()
+	before := emb.Calls()
 	a = start(t, cfg)
 	defer stop(t, a)
 	if _, err := a.Memory.Search(ctx, u.ID, "pasta", 1); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // give a needless reindex the chance to show
-	if n := calls.Load() - before; n != 1 {
+	if n := emb.Calls() - before; n != 1 {
 		t.Errorf("%d embedding calls after a restart with the same endpoint, want 1 (the search): the index was rebuilt again", n)
 	}
 }
@@ -159,8 +120,7 @@ func TestEmbeddingsEndpointReindexes(t *testing.T) {
 // environment keeps what was saved.
 func TestSavedMemorySettingsWinOverEnv(t *testing.T) {
 	ctx := context.Background()
-	var calls atomic.Int32
-	cfg := config.Config{DataDir: t.TempDir(), EmbeddingsURL: conceptEmbedder(t, &calls), EmbeddingsModel: "concepts", EmbeddingsKey: "sk-env-key"}
+	cfg := config.Config{DataDir: t.TempDir(), EmbeddingsURL: llmtest.NewEmbeddings(t, llmtest.EmbeddingsOptions{}).URL(), EmbeddingsModel: "concepts", EmbeddingsKey: "sk-env-key"}
 	a := start(t, cfg)
 	if in := a.Memory.Instance(); in.EmbeddingsURL != cfg.EmbeddingsURL || !in.KeySet || !in.Enabled {
 		t.Fatalf("the environment's settings are not in force: %+v", in)

@@ -12,57 +12,9 @@ import (
 	"time"
 
 	"atrium/internal/errs"
+	"atrium/internal/llm/llmtest"
 	"atrium/internal/store/storetest"
 )
-
-// conceptServer is an embeddings endpoint that knows synonyms (car = automobile),
-// which the offline embedder does not. It answers 401 unless the bearer is key
-// (when key is set), and records the keys it was sent.
-type conceptServer struct {
-	URL   string
-	calls atomic.Int32
-	keys  chan string
-}
-
-func newConceptServer(t *testing.T, key string) *conceptServer {
-	cs := &conceptServer{keys: make(chan string, 1000)}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cs.keys <- strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if key != "" && r.Header.Get("Authorization") != "Bearer "+key {
-			http.Error(w, `{"error":"bad key; you sent `+r.Header.Get("Authorization")+`"}`, http.StatusUnauthorized)
-			return
-		}
-		var req struct{ Input []string }
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		cs.calls.Add(1)
-		type item struct {
-			Index     int       `json:"index"`
-			Embedding []float32 `json:"embedding"`
-		}
-		var out struct {
-			Data []item `json:"data"`
-		}
-		for i, text := range req.Input {
-			v := make([]float32, 8)
-			switch low := strings.ToLower(text); {
-			case strings.Contains(low, "car") || strings.Contains(low, "automobile"):
-				v[0] = 1
-			case strings.Contains(low, "pasta") || strings.Contains(low, "food"):
-				v[1] = 1
-			default:
-				v[7] = 1
-			}
-			out.Data = append(out.Data, item{i, v})
-		}
-		_ = json.NewEncoder(w).Encode(out)
-	}))
-	t.Cleanup(srv.Close)
-	cs.URL = srv.URL + "/v1"
-	return cs
-}
 
 func validInstance() InstanceInput {
 	return InstanceInput{Instance: DefaultInstance}
@@ -132,10 +84,10 @@ func TestInstanceKeyIsSealed(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	const key = "sk-embedsentinel-9f8e7d6c5b4a"
-	cs := newConceptServer(t, key)
+	cs := llmtest.NewEmbeddings(t, llmtest.EmbeddingsOptions{Key: key})
 	ok(t, f.svc.LoadInstance(ctx, DefaultInstance, ""))
 	in := validInstance()
-	in.EmbeddingsURL, in.EmbeddingsModel, in.APIKey = cs.URL, "concepts", key
+	in.EmbeddingsURL, in.EmbeddingsModel, in.APIKey = cs.URL(), "concepts", key
 	ok(t, f.svc.SetInstance(ctx, in))
 	if !f.svc.Instance().KeySet {
 		t.Fatal("the key is not reported as stored")
@@ -152,7 +104,7 @@ func TestInstanceKeyIsSealed(t *testing.T) {
 	def := DefaultInstance
 	def.EmbeddingsURL, def.EmbeddingsModel = "http://ignored.invalid/v1", "ignored"
 	ok(t, svc.LoadInstance(ctx, def, "env-key"))
-	if got := svc.Instance(); got.EmbeddingsURL != cs.URL || !got.KeySet {
+	if got := svc.Instance(); got.EmbeddingsURL != cs.URL() || !got.KeySet {
 		t.Fatalf("after a restart: %+v", got)
 	}
 	if w, err := svc.TestEmbeddings(ctx, InstanceInput{Instance: svc.Instance()}); err != nil || w != 8 {
@@ -161,17 +113,17 @@ func TestInstanceKeyIsSealed(t *testing.T) {
 
 	// The stored key goes to the endpoint it was entered for only: a Test or a save
 	// that points elsewhere must have it typed again.
-	other := newConceptServer(t, "")
+	other := llmtest.NewEmbeddings(t, llmtest.EmbeddingsOptions{})
 	elsewhere := InstanceInput{Instance: svc.Instance()}
-	elsewhere.EmbeddingsURL = other.URL
+	elsewhere.EmbeddingsURL = other.URL()
 	if _, err := svc.TestEmbeddings(ctx, elsewhere); !errs.Is(err, errs.Invalid) || !strings.Contains(errs.Message(err), "API key") {
 		t.Errorf("Test against another host with the stored key: %v", err)
 	}
 	if err := svc.SetInstance(ctx, elsewhere); !errs.Is(err, errs.Invalid) {
 		t.Errorf("saving another host with the stored key: %v", err)
 	}
-	if len(other.keys) != 0 || svc.Instance().EmbeddingsURL != cs.URL {
-		t.Fatalf("the other host was called (%d) or the settings changed: %+v", len(other.keys), svc.Instance())
+	if len(other.Keys()) != 0 || svc.Instance().EmbeddingsURL != cs.URL() {
+		t.Fatalf("the other host was called (%d) or the settings changed: %+v", len(other.Keys()), svc.Instance())
 	}
 
 	// Saving without typing a key keeps it; clearing removes it.
@@ -202,7 +154,7 @@ func TestInstanceKeyIsSealed(t *testing.T) {
 		t.Errorf("Test with a stored key that the endpoint echoes: %v", err)
 	}
 	var se *StatusError
-	if _, err := (&OpenAIEmbedder{BaseURL: cs.URL, Model: "m"}).Embed(ctx, []string{"my secret diary"}); err == nil ||
+	if _, err := (&OpenAIEmbedder{BaseURL: cs.URL(), Model: "m"}).Embed(ctx, []string{"my secret diary"}); err == nil ||
 		strings.Contains(err.Error(), "bad key") || !errorAs(err, &se) || !strings.Contains(se.Body, "bad key") {
 		t.Errorf("the embedder's error %v echoes the body, or keeps none for the page", err)
 	}
@@ -233,9 +185,9 @@ func TestEmbedderSwapReindexes(t *testing.T) {
 	default:
 	}
 
-	cs := newConceptServer(t, "")
+	cs := llmtest.NewEmbeddings(t, llmtest.EmbeddingsOptions{})
 	in := validInstance()
-	in.EmbeddingsURL, in.EmbeddingsModel = cs.URL, "concepts"
+	in.EmbeddingsURL, in.EmbeddingsModel = cs.URL(), "concepts"
 	ok(t, f.svc.SetInstance(ctx, in))
 	select {
 	case <-f.svc.ReindexRequests():
@@ -281,9 +233,9 @@ func TestReindexFollowsTheLatestEmbedder(t *testing.T) {
 	for _, s := range []string{"My car is a red Fiat", "I love pasta", "I live in Porto"} {
 		f.save(t, f.ann, s)
 	}
-	cs := newConceptServer(t, "")
+	cs := llmtest.NewEmbeddings(t, llmtest.EmbeddingsOptions{})
 	in := validInstance()
-	in.EmbeddingsURL, in.EmbeddingsModel = cs.URL, "concepts"
+	in.EmbeddingsURL, in.EmbeddingsModel = cs.URL(), "concepts"
 	ok(t, f.svc.SetInstance(ctx, in))
 	first := f.svc.EmbedderName()
 	in.EmbeddingsDimensions = 8 // another vector space
