@@ -32,27 +32,102 @@ import (
 
 // TestBehindNginx runs nginx with the shipped deploy/nginx-atrium.conf (only its listen
 // ports, upstream and certificate paths replaced) as a TLS proxy in front of the real
-// Atrium, and checks what the file promises: plain http redirected to https, Secure
-// __Host- cookies because the proxy says https (ATRIUM_BASE_URL is deliberately unset,
-// so X-Forwarded-Proto is the only way Atrium can know), a login, the client's address
-// taken from X-Forwarded-For of a trusted proxy (a forged entry ignored; the log names
-// the client; one client's failed logins do not slow down another), and a reply
-// streamed token by token over a websocket upgraded through the proxy.
-//
-// The clients dial from 127.0.0.3 and 127.0.0.4 and nginx reaches Atrium from
-// 127.0.0.1, the only trusted proxy, so each side has its own address on loopback.
+// Atrium and checks it with checkThroughProxy.
 func TestBehindNginx(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs nginx; skipped with -short")
+	nginx := proxyTool(t, "nginx")
+	a, fakeURL, logs := startProxiedAtrium(t)
+	dir := t.TempDir()
+	pool := writeSelfSignedCert(t, dir)
+	httpAddr, httpsAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
+	startNginx(t, nginx, dir, httpsAddr, map[string]string{
+		"listen 80;":             "listen " + httpAddr + ";",
+		"listen 443 ssl;":        "listen " + httpsAddr + " ssl;",
+		"server 127.0.0.1:8080;": "server " + strings.TrimPrefix(a.URL, "http://") + ";",
+		"/etc/letsencrypt/live/atrium.example.com/fullchain.pem": filepath.Join(dir, "cert.pem"),
+		"/etc/letsencrypt/live/atrium.example.com/privkey.pem":   filepath.Join(dir, "key.pem"),
+	})
+	checkThroughProxy(t, "http://"+httpAddr, "https://"+httpsAddr, pool, fakeURL, logs)
+}
+
+// TestBehindCaddy runs Caddy with the shipped deploy/Caddyfile (the one
+// docker-compose.yml mounts) in front of the real Atrium and checks it with
+// checkThroughProxy. The site address becomes https://127.0.0.1:port, for which Caddy
+// issues a certificate from its own local CA instead of a public one, the upstream
+// atrium:8080 becomes Atrium's address, and a global options block sets the ports
+// and keeps Caddy from touching the system trust store or opening its admin API.
+func TestBehindCaddy(t *testing.T) {
+	caddy := proxyTool(t, "caddy")
+	a, fakeURL, logs := startProxiedAtrium(t)
+	dir := t.TempDir()
+	httpAddr, httpsAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
+	_, httpPort, _ := net.SplitHostPort(httpAddr)
+	_, httpsPort, _ := net.SplitHostPort(httpsAddr)
+	shipped, err := os.ReadFile(filepath.Join("deploy", "Caddyfile"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	nginx, err := exec.LookPath("nginx")
+	conf := string(shipped)
+	for old, new := range map[string]string{
+		"{$ATRIUM_DOMAIN} {":         "https://" + httpsAddr + " {",
+		"reverse_proxy atrium:8080 ": "reverse_proxy " + strings.TrimPrefix(a.URL, "http://") + " ",
+	} {
+		if n := strings.Count(conf, old); n != 1 {
+			t.Fatalf("deploy/Caddyfile has %q %d times; the test replaces it once", old, n)
+		}
+		conf = strings.Replace(conf, old, new, 1)
+	}
+	conf = fmt.Sprintf("{\n\tadmin off\n\thttp_port %s\n\thttps_port %s\n\tskip_install_trust\n\tdefault_bind 127.0.0.1\n}\n\n", httpPort, httpsPort) + conf
+	if err := os.WriteFile(filepath.Join(dir, "Caddyfile"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(caddy, "run", "--adapter", "caddyfile", "--config", filepath.Join(dir, "Caddyfile"))
+	cmd.Env = []string{"HOME=" + dir, "XDG_DATA_HOME=" + filepath.Join(dir, "data"),
+		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "PATH=" + os.Getenv("PATH")}
+	waitListening(t, startProxy(t, cmd, ""), httpsAddr)
+	// Caddy's local CA root, made at its first start.
+	root := filepath.Join(dir, "data", "caddy", "pki", "authorities", "local", "root.crt")
+	var pem []byte
+	testkit.Eventually(t, 10*time.Second, "Caddy's local CA root", func() bool {
+		pem, err = os.ReadFile(root)
+		return err == nil && len(pem) > 0
+	})
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("%s holds no certificate", root)
+	}
+	// Caddy listens before it has issued the site's certificate.
+	probe := proxyClient(t, "https://"+httpsAddr, "127.0.0.3", pool)
+	testkit.Eventually(t, 10*time.Second, "Caddy's certificate for "+httpsAddr, func() bool {
+		resp, err := probe.c.Get(probe.base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+	checkThroughProxy(t, "http://"+httpAddr, "https://"+httpsAddr, pool, fakeURL, logs)
+}
+
+// proxyTool is the path of the proxy program name; without it the test skips, or
+// fails under E2E_REQUIRED=1.
+func proxyTool(t *testing.T, name string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs " + name + "; skipped with -short")
+	}
+	path, err := exec.LookPath(name)
 	if err != nil {
 		if os.Getenv("E2E_REQUIRED") != "" {
-			t.Fatal("nginx not found and E2E_REQUIRED is set (apt-get update && apt-get install nginx)")
+			t.Fatalf("%s not found and E2E_REQUIRED is set (apt-get update && apt-get install %s)", name, name)
 		}
-		testkit.Skip(t, "nginx not found; install it (apt-get update && apt-get install nginx) or set E2E_REQUIRED=1 to fail instead")
+		testkit.Skip(t, fmt.Sprintf("%s not found; install it (apt-get update && apt-get install %s) or set E2E_REQUIRED=1 to fail instead", name, name))
 	}
+	return path
+}
 
+// startProxiedAtrium starts Atrium trusting 127.0.0.1 (where the proxy connects from)
+// as a proxy, with a fake model that streams 20 tokens, and returns it with its log.
+func startProxiedAtrium(t *testing.T) (a *runningApp, fakeURL string, logs *syncBuffer) {
+	t.Helper()
 	fake := llmtest.NewServer(t)
 	fake.SetModels("fake-model")
 	var story strings.Builder
@@ -62,34 +137,39 @@ func TestBehindNginx(t *testing.T) {
 	fake.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
 		return llmtest.Reply{Text: llmtest.Words(story.String()), ChunkDelay: 40 * time.Millisecond}
 	})
-
-	logs := &syncBuffer{}
-	a := startAppLog(t, map[string]string{"ATRIUM_TRUSTED_PROXIES": "127.0.0.1", "ATRIUM_LOG_LEVEL": "info"},
+	logs = &syncBuffer{}
+	a = startAppLog(t, map[string]string{"ATRIUM_TRUSTED_PROXIES": "127.0.0.1", "ATRIUM_LOG_LEVEL": "info"},
 		io.MultiWriter(testWriter{t}, logs))
-	upstream := strings.TrimPrefix(a.URL, "http://")
+	return a, fake.URL(), logs
+}
 
-	dir := t.TempDir()
-	pool := writeSelfSignedCert(t, dir)
-	httpAddr, httpsAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
-	startNginx(t, nginx, dir, map[string]string{
-		"listen 80;":             "listen " + httpAddr + ";",
-		"listen 443 ssl;":        "listen " + httpsAddr + " ssl;",
-		"server 127.0.0.1:8080;": "server " + upstream + ";",
-		"/etc/letsencrypt/live/atrium.example.com/fullchain.pem": filepath.Join(dir, "cert.pem"),
-		"/etc/letsencrypt/live/atrium.example.com/privkey.pem":   filepath.Join(dir, "key.pem"),
-	})
-	base := "https://" + httpsAddr
-
+// checkThroughProxy checks what a TLS proxy at base (and httpBase for plain http) in
+// front of Atrium must do: plain http redirected to https, Secure __Host- cookies
+// because the proxy says https (ATRIUM_BASE_URL is deliberately unset, so
+// X-Forwarded-Proto is the only way Atrium can know), a login, the client's address
+// taken from X-Forwarded-For of a trusted proxy (a forged entry ignored; the log names
+// the client; one client's failed logins do not slow down another), and a reply
+// streamed token by token over a websocket upgraded through the proxy.
+//
+// The clients dial from 127.0.0.3 and 127.0.0.4 and the proxy reaches Atrium from
+// 127.0.0.1, the only trusted proxy, so each side has its own address on loopback.
+func checkThroughProxy(t *testing.T, httpBase, base string, pool *x509.CertPool, fakeURL string, logs *syncBuffer) {
+	t.Helper()
 	// Plain http is sent to https.
-	plain := proxyClient(t, "http://"+httpAddr, "127.0.0.3", pool)
-	if resp, _ := plain.post("/login", nil); resp.StatusCode != http.StatusMovedPermanently ||
+	plain := proxyClient(t, httpBase, "127.0.0.3", pool)
+	resp, err := plain.c.Get(httpBase + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if (resp.StatusCode != http.StatusMovedPermanently && resp.StatusCode != http.StatusPermanentRedirect) ||
 		!strings.HasPrefix(resp.Header.Get("Location"), "https://") {
-		t.Errorf("http through nginx: %d Location %q; want 301 to https", resp.StatusCode, resp.Header.Get("Location"))
+		t.Errorf("plain http through the proxy: %d Location %q; want a permanent redirect to https", resp.StatusCode, resp.Header.Get("Location"))
 	}
 
 	// Setup through the proxy: the cookies are Secure and carry the __Host- prefix.
 	admin := proxyClient(t, base, "127.0.0.4", pool)
-	resp, err := admin.c.Get(base + "/setup")
+	resp, err = admin.c.Get(base + "/setup")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,12 +179,12 @@ func TestBehindNginx(t *testing.T) {
 	resp, _ = admin.post("/setup", url.Values{"_csrf": {tok}, "username": {"admin"}, "password": {"admin password"},
 		"password2": {"admin password"}})
 	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("setup through nginx: %d", resp.StatusCode)
+		t.Fatalf("setup through the proxy: %d", resp.StatusCode)
 	}
 	checkHostCookies(t, "POST /setup", resp, "__Host-atrium_login")
 	tok = admin.csrf("/settings/providers")
 	if resp, _ := admin.post("/settings/providers", url.Values{"_csrf": {tok}, "name": {"fake"}, "kind": {"openai"},
-		"base_url": {fake.URL()}, "models": {"fake-model"}}); resp.StatusCode != http.StatusSeeOther {
+		"base_url": {fakeURL}, "models": {"fake-model"}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("add provider: %d", resp.StatusCode)
 	}
 	resp, _ = admin.post("/sessions", url.Values{"_csrf": {tok}})
@@ -132,7 +212,7 @@ func TestBehindNginx(t *testing.T) {
 		slowed = strings.Contains(body.String(), "Try again in")
 	}
 	if !slowed {
-		t.Fatal("12 failed logins through nginx were never slowed down")
+		t.Fatal("12 failed logins through the proxy were never slowed down")
 	}
 	// The admin, at another address, logs in at once with the right password.
 	tok = admin.csrf("/login")
@@ -160,7 +240,7 @@ func TestBehindNginx(t *testing.T) {
 		_ = conn.SetReadDeadline(deadline)
 		_, data, err := conn.ReadMessage()
 		if err != nil {
-			t.Fatalf("websocket through nginx after tokens %v: %v", steps, err)
+			t.Fatalf("websocket through the proxy after tokens %v: %v", steps, err)
 		}
 		if n := lastTok(string(data)); n > 0 && (len(steps) == 0 || n > steps[len(steps)-1]) {
 			steps = append(steps, n)
@@ -176,8 +256,8 @@ func TestBehindNginx(t *testing.T) {
 }
 
 // startNginx runs nginx in the foreground on dir with deploy/nginx-atrium.conf, each
-// key of replace replaced (exactly once) by its value, and waits until it listens.
-func startNginx(t *testing.T, nginx, dir string, replace map[string]string) {
+// key of replace replaced (exactly once) by its value, and waits until it listens on addr.
+func startNginx(t *testing.T, nginx, dir, addr string, replace map[string]string) {
 	t.Helper()
 	shipped, err := os.ReadFile(filepath.Join("deploy", "nginx-atrium.conf"))
 	if err != nil {
@@ -212,29 +292,54 @@ http {
 	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(main), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	cmd := exec.Command(nginx, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", filepath.Join(dir, "nginx.conf"))
-	cmd.Stdout, cmd.Stderr = &out, &out
+	errlog := filepath.Join(dir, "error.log")
+	cmd := exec.Command(nginx, "-p", dir, "-e", errlog, "-c", filepath.Join(dir, "nginx.conf"))
+	waitListening(t, startProxy(t, cmd, errlog), addr)
+}
+
+// proxyProc is a running proxy.
+type proxyProc struct {
+	out    *syncBuffer
+	errlog string // a log file to show as well when the test fails
+	done   chan error
+}
+
+// startProxy starts cmd and stops it when the test ends, showing its output if the
+// test failed.
+func startProxy(t *testing.T, cmd *exec.Cmd, errlog string) *proxyProc {
+	t.Helper()
+	p := &proxyProc{out: &syncBuffer{}, errlog: errlog, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-done
+		<-p.done
 		if t.Failed() {
-			errlog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Logf("nginx output:\n%s\nerror.log:\n%s", out.String(), errlog)
+			t.Logf("%s output:\n%s%s", filepath.Base(cmd.Path), p.out.String(), p.log())
 		}
 	})
-	addr := strings.TrimSuffix(strings.TrimPrefix(replace["listen 443 ssl;"], "listen "), " ssl;")
+	return p
+}
+
+func (p *proxyProc) log() string {
+	if p.errlog == "" {
+		return ""
+	}
+	b, _ := os.ReadFile(p.errlog)
+	return "\n" + p.errlog + ":\n" + string(b)
+}
+
+// waitListening waits until addr accepts connections, failing if the proxy exits.
+func waitListening(t *testing.T, p *proxyProc, addr string) {
+	t.Helper()
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		select {
-		case err := <-done:
-			done <- err
-			errlog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("nginx exited: %v\n%s\n%s", err, out.String(), errlog)
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("the proxy exited: %v\n%s%s", err, p.out.String(), p.log())
 		default:
 		}
 		if c, err := net.Dial("tcp", addr); err == nil {
@@ -242,7 +347,7 @@ http {
 			return
 		}
 		if time.Since(start) > 10*time.Second {
-			t.Fatal("nginx did not listen within 10 s")
+			t.Fatalf("the proxy did not listen on %s within 10 s", addr)
 		}
 	}
 }
@@ -290,7 +395,7 @@ func dialThroughProxy(t *testing.T, h *httpClient, base, id, from string, pool *
 		if resp != nil {
 			code = resp.StatusCode
 		}
-		t.Fatalf("websocket through nginx: %v (HTTP %d)", err, code)
+		t.Fatalf("websocket through the proxy: %v (HTTP %d)", err, code)
 	}
 	return conn
 }
