@@ -819,20 +819,20 @@ func memoryInstanceForm(p Page, f MemoryInstance) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 70, "\" placeholder=\"all-minilm\" data-testid=\"memory-instance-embeddings-model\"> <label for=\"embeddings-dimensions\">Dimensions</label> <input id=\"embeddings-dimensions\" name=\"embeddings_dimensions\" type=\"number\" min=\"0\" max=\"512\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 70, "\" placeholder=\"all-minilm\" data-testid=\"memory-instance-embeddings-model\"> <label for=\"embeddings-dimensions\">Dimensions</label> <input id=\"embeddings-dimensions\" name=\"embeddings_dimensions\" type=\"number\" min=\"0\" max=\"4096\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var45 string
 		templ_7745c5c3_Var45, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.Dimensions).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_memories.templ`, Line: 141, Col: 119}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin_memories.templ`, Line: 141, Col: 120}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var45)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 71, "\" data-testid=\"memory-instance-dimensions\"> <small class=\"help\">0: the model’s own width. Memory vectors hold at most 512.</small> <label for=\"embeddings-key\">API key</label> <input id=\"embeddings-key\" name=\"embeddings_key\" type=\"password\" autocomplete=\"off\" placeholder=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 71, "\" data-testid=\"memory-instance-dimensions\"> <small class=\"help\">0: the model’s own width. Memory vectors hold at most 4,096.</small> <label for=\"embeddings-key\">API key</label> <input id=\"embeddings-key\" name=\"embeddings_key\" type=\"password\" autocomplete=\"off\" placeholder=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

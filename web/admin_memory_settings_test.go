@@ -134,7 +134,7 @@ func TestAdminMemorySettings(t *testing.T) {
 	}{
 		{instanceForm("embeddings_url", "ftp://example.com/v1", "embeddings_model", "m"), "is not an http:// or https:// URL"},
 		{instanceForm("embeddings_url", "http://localhost:11434/v1"), "Embeddings model: name the model"},
-		{instanceForm("embeddings_url", "http://h/v1", "embeddings_model", "m", "embeddings_dimensions", "2048"), "Dimensions: 2048 is out of range"},
+		{instanceForm("embeddings_url", "http://h/v1", "embeddings_model", "m", "embeddings_dimensions", "5000"), "Dimensions: 5000 is out of range"},
 		{instanceForm("half_life_days", "abc"), "Half-life: &#34;abc&#34; is not a whole number."},
 		{instanceForm("half_life_days", "0"), "Half-life: 0 days is out of range"},
 		{instanceForm("half_life_days", ""), "Half-life"},

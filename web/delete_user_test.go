@@ -79,7 +79,7 @@ func TestDeleteUserShredsEverything(t *testing.T) {
 		return err == nil && len(runs) == 1 && runs[0].Status == "complete"
 	})
 	before := ownedRowsOf(t, env.db, bobID)
-	for _, k := range []string{"users.id", "sessions.owner_id", "runs.owner_id", "memories.owner_id", "memory_vectors.owner_id",
+	for _, k := range []string{"users.id", "sessions.owner_id", "runs.owner_id", "memories.owner_id", "memory_bits.owner_id", "memory_vector_versions.owner_id",
 		"memory_terms.owner_id", "logins.user_id", "data_keys.owner_id", "audit_log.subject_id", "settings"} {
 		if before[k] == 0 {
 			t.Fatalf("the fixture gave the user no row in %s: %v", k, before)

@@ -29,6 +29,8 @@ func statusOf(code string) int {
 		return http.StatusTooManyRequests
 	case errs.Unavailable:
 		return http.StatusBadGateway
+	case errs.Storage:
+		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"atrium/assets"
+	"atrium/internal/errs"
 )
 
 // routes is the one route table. Read it top to bottom: public endpoints first, then
@@ -98,7 +99,11 @@ func (s *Server) healthz(c echo.Context) error { return c.String(http.StatusOK, 
 func (s *Server) readyz(c echo.Context) error {
 	if err := s.ready(c.Request().Context()); err != nil {
 		s.Log.Warn("web: not ready", "err", err)
-		return c.String(http.StatusServiceUnavailable, "database unavailable\n")
+		msg := "database unavailable"
+		if errs.Is(err, errs.Storage) {
+			msg = errs.Message(err)
+		}
+		return c.String(http.StatusServiceUnavailable, "not ready: "+msg+"\n")
 	}
 	return c.String(http.StatusOK, "ready\n")
 }

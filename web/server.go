@@ -110,9 +110,9 @@ func (s *Server) page(c echo.Context, title string) views.Page {
 	return p
 }
 
-// ready reports whether the database answers (for /readyz).
+// ready reports whether a write to the database would succeed (for /readyz).
 func (s *Server) ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return s.Store.Ping(ctx)
+	return s.Store.Ready(ctx)
 }

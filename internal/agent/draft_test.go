@@ -50,6 +50,7 @@ func TestStreamingReplyIsSavedProgressively(t *testing.T) {
 	full := strings.Repeat("tok ", 80)
 	h.llm.Enqueue(llmtest.Reply{Text: llmtest.Words(full), ChunkDelay: 25 * time.Millisecond}) // ≈ 2 s
 
+	started := time.Now()
 	h.send(t, "Tell me a long story")
 	h.sink.waitFor(t, agent.EventText, 20)
 	var draft store.Message
@@ -73,12 +74,14 @@ func TestStreamingReplyIsSavedProgressively(t *testing.T) {
 	if !strings.HasPrefix(full, draft.Content) || len(draft.Content) >= len(full) {
 		t.Errorf("draft %q is not a strict prefix of the reply", draft.Content)
 	}
-	// At most about one interval (10 tokens of 4 bytes) behind what was streamed.
-	if lag := streamed - len(draft.Content); lag > 4*int(2*interval/(25*time.Millisecond)) {
+	// About one interval (10 tokens of 4 bytes) behind what was streamed; four are
+	// allowed, since a loaded machine delays the draft writer as well as this check.
+	if lag := streamed - len(draft.Content); lag > 4*int(4*interval/(25*time.Millisecond)) {
 		t.Errorf("draft is %d bytes behind the %d streamed", lag, streamed)
 	}
 
 	final := h.sink.waitFinal(t, 1)
+	elapsed := time.Since(started)
 	h.waitIdle(t)
 	msgs := h.messages(t)
 	if len(msgs) != 2 || msgs[1].ID != draft.ID || msgs[1].Seq != final.Seq {
@@ -92,9 +95,10 @@ func TestStreamingReplyIsSavedProgressively(t *testing.T) {
 	if len(writes.writes) != 1 {
 		t.Fatalf("draft logs %v, want one per model call", writes.writes)
 	}
-	// 80 tokens over ≈ 2 s at one write per 250 ms: about 8, never one per token.
-	if n := writes.writes[0]; n < 3 || n > 12 {
-		t.Errorf("%d draft writes for an 80-token, 2 s reply at one per %s", n, interval)
+	// 80 tokens over ≥ 2 s at one write per 250 ms: about 8, never one per token. The
+	// bound follows how long the reply really took: a loaded machine streams slower.
+	if n, most := writes.writes[0], int64(elapsed/interval)+2; n < 3 || n > most || n >= 80 {
+		t.Errorf("%d draft writes for an 80-token reply that took %s at one per %s (want 3..%d)", n, elapsed.Round(time.Millisecond), interval, most)
 	}
 	t.Logf("draft writes: %d for 80 tokens streamed over about 2 s (interval %s)", writes.writes[0], interval)
 }

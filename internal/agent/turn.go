@@ -259,8 +259,8 @@ func (t *turn) commitStep(resp llm.Response) bool {
 	m.ToolCalls = calls
 	m.Tokens = t.a.countTokens(m)
 	if err := t.save(m); err != nil {
-		t.fail("The reply could not be saved.", err)
-		t.final = &store.Message{SessionID: t.s.ID, Role: store.RoleAssistant, Status: store.StatusError, Error: "The reply could not be saved.", Model: t.model}
+		t.fail(saveFailed(err), err)
+		t.final = &store.Message{SessionID: t.s.ID, Role: store.RoleAssistant, Status: store.StatusError, Error: saveFailed(err), Model: t.model}
 		return false
 	}
 	t.emit(Event{Kind: EventAssistantStep, Message: m})
@@ -292,9 +292,11 @@ func (t *turn) runTool(ctx context.Context, call llm.ToolCall) {
 }
 
 // save commits m with a fresh context: the run's own may be cancelled (Stop, shutdown).
-// A message stored already (a reply's draft) is rewritten in place.
+// A message stored already (a reply's draft) is rewritten in place. The store queues
+// every write of the process on one connection and retries a lock held by another
+// process, so under load a save waits its turn: 30 s before giving up on it.
 func (t *turn) save(m *store.Message) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if m.ID != 0 {
 		return t.a.Store.UpdateMessage(ctx, m)
@@ -310,12 +312,21 @@ func (t *turn) commitFinal() {
 	m.Saved = t.saved       // ... and offers to undo what the message saved
 	if err := t.save(m); err != nil {
 		t.a.Log.Error("agent: save reply", "session", t.s.ID, "err", err)
-		m.Status, m.Error = store.StatusError, "The reply could not be saved."
+		m.Status, m.Error = store.StatusError, saveFailed(err)
 	}
 	t.a.mu.Lock()
 	t.r.ending = true
 	t.a.mu.Unlock()
 	t.emit(Event{Kind: EventFinal, Message: m})
+}
+
+// saveFailed is what the user is told when a reply could not be saved, with the
+// store's reason when it has one for them (a full disk, a read-only database).
+func saveFailed(err error) string {
+	if errs.Is(err, errs.Storage) {
+		return errs.Message(err) // "The server's disk is full, so this could not be saved. …"
+	}
+	return "The reply could not be saved."
 }
 
 // countTokens is the context cost of a message (content, tool calls, chat overhead),

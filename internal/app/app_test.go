@@ -74,7 +74,9 @@ func TestExpiredMemoriesArePurged(t *testing.T) {
 
 // conceptEmbedder is a stand-in embeddings endpoint that knows synonyms: texts about
 // cars point one way, texts about food another. The offline embedder cannot match
-// "automobile" to "car"; an endpoint can.
+// "automobile" to "car"; an endpoint can. Its vectors are 1,536 wide, as
+// text-embedding-3-small's: wider than the offline embedder's 384, so switching to it
+// rebuilds the vectors at another width (2,048 padded).
 func conceptEmbedder(t *testing.T, calls *atomic.Int32) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct{ Input []string }
@@ -91,14 +93,14 @@ func conceptEmbedder(t *testing.T, calls *atomic.Int32) string {
 			Data []item `json:"data"`
 		}
 		for i, text := range req.Input {
-			v := make([]float32, 8)
+			v := make([]float32, 1536)
 			switch low := strings.ToLower(text); {
 			case strings.Contains(low, "car") || strings.Contains(low, "automobile"):
 				v[0] = 1
 			case strings.Contains(low, "pasta") || strings.Contains(low, "food"):
 				v[1] = 1
 			default:
-				v[7] = 1
+				v[1535] = 1
 			}
 			out.Data = append(out.Data, item{i, v})
 		}

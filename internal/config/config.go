@@ -34,7 +34,7 @@ type Config struct {
 	// An OpenAI-compatible embeddings endpoint for memory ("" = the offline embedder).
 	EmbeddingsURL, EmbeddingsModel string
 	EmbeddingsKey                  string // secret
-	EmbeddingsDimensions           int    // asked of the model when > 0; at most 512
+	EmbeddingsDimensions           int    // asked of the model when > 0; at most 4096 (memory.MaxDims)
 	// Reverse proxies whose X-Forwarded-For is believed for the client address (rate
 	// limits, logs); ATRIUM_TRUSTED_PROXIES, comma-separated CIDRs or addresses.
 	TrustedProxies []netip.Prefix
@@ -177,8 +177,8 @@ var settings = []setting{
 			return nil
 		}},
 	{flag: "embeddings-dimensions", env: "ATRIUM_EMBEDDINGS_DIMENSIONS", def: "0", arg: "n",
-		help: "vector width to ask the embedding model for (0 = its own; memory vectors hold at most 512)",
-		set:  intInto(0, 512, func(c *Config) *int { return &c.EmbeddingsDimensions })},
+		help: "vector width to ask the embedding model for (0 = its own; memory vectors hold at most 4096)",
+		set:  intInto(0, 4096, func(c *Config) *int { return &c.EmbeddingsDimensions })},
 	{flag: "trusted-proxies", env: "ATRIUM_TRUSTED_PROXIES", def: "", arg: "cidrs",
 		help: "reverse proxies allowed to give the client address in X-Forwarded-For, comma-separated CIDRs or addresses, e.g. 127.0.0.1,10.0.0.0/8; empty = trust none",
 		set: func(c *Config, v string) error {

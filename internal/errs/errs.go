@@ -19,6 +19,7 @@ const (
 	RateLimited  = "rate_limited" // slow down: 429
 	Busy         = "busy"         // the session is already answering: 409
 	Unavailable  = "unavailable"  // a dependency (model, MCP server) failed: 502
+	Storage      = "storage"      // the server cannot save (disk full, database read-only or gone): 503
 	Internal     = "internal"     // a bug or an I/O failure: 500
 )
 

@@ -9,11 +9,15 @@
 //   - vectors are stored after a keyed randomised Hadamard transform (sign flips,
 //     permutation, 3 rounds) derived from the owner's data key. It is orthogonal,
 //     so cosine and L2 distances are unchanged, but a vector cannot be fed to the
-//     public embedding model's inverters without the key.
+//     public embedding model's inverters without the key. They are stored at
+//     the embedder's width padded to a power of two (384 → 512, 1536 → 2048), as
+//     sign bits and as float16; the sign bits are also cached in process for
+//     search, never written anywhere else.
 //
 // What still leaks to someone holding the file but not the keys: how many
 // memories each owner has and when they were written and used; the length of
-// each text (ciphertext size, term count); which memories of one owner share a
+// each text (ciphertext size, term count); the padded width of the embedder's
+// vectors (blob lengths), a hint at which model made them; which memories of one owner share a
 // word (equal tags) and how often it occurs; and, for one owner, distances
 // between memories (the transform preserves them on purpose). Known pairs of
 // plaintext and stored vector weaken the transform: with enough of them the

@@ -267,8 +267,8 @@ func CheckInstance(in InstanceInput) error {
 	if len(in.EmbeddingsModel) > maxEmbedModelLen || !printable(in.EmbeddingsModel) {
 		return errs.E(errs.Invalid, "Embeddings model: at most %d printable characters.", maxEmbedModelLen)
 	}
-	if in.EmbeddingsDimensions < 0 || in.EmbeddingsDimensions > transformDim {
-		return errs.E(errs.Invalid, "Dimensions: %d is out of range (0 for the model's own width, up to %d).", in.EmbeddingsDimensions, transformDim)
+	if in.EmbeddingsDimensions < 0 || in.EmbeddingsDimensions > MaxDims {
+		return errs.E(errs.Invalid, "Dimensions: %d is out of range (0 for the model's own width, up to %d).", in.EmbeddingsDimensions, MaxDims)
 	}
 	if in.HalfLifeDays < 1 || in.HalfLifeDays > MaxHalfLifeDays {
 		return errs.E(errs.Invalid, "Half-life: %d days is out of range (1 to %d).", in.HalfLifeDays, MaxHalfLifeDays)
@@ -399,8 +399,8 @@ func (s *Service) TestEmbeddings(ctx context.Context, in InstanceInput) (int, er
 	if len(vecs) != 1 || len(vecs[0]) == 0 {
 		return 0, errs.E(errs.Unavailable, "The endpoint answered without a vector.")
 	}
-	if n := len(vecs[0]); n > transformDim {
-		return n, errs.E(errs.Invalid, "The model's vectors are %d wide; memory vectors hold at most %d. Set Dimensions to %d or less (if the model can shorten its vectors) or pick another model.", n, transformDim, transformDim)
+	if n := len(vecs[0]); n > MaxDims {
+		return n, errs.E(errs.Invalid, "The model's vectors are %d wide; memory vectors hold at most %d. Set Dimensions to %d or less (if the model can shorten its vectors) or pick another model.", n, MaxDims, MaxDims)
 	}
 	return len(vecs[0]), nil
 }

@@ -94,8 +94,8 @@ func TestInstanceValidation(t *testing.T) {
 		"URL without model": {func(in *InstanceInput) { in.EmbeddingsURL = "http://localhost:11434/v1" }, "Embeddings model"},
 		"blank model":       {func(in *InstanceInput) { in.EmbeddingsURL, in.EmbeddingsModel = "http://h/v1", "   " }, "Embeddings model"},
 		"model without URL": {func(in *InstanceInput) { in.EmbeddingsModel = "m" }, "Embeddings model"},
-		"dimensions > 512": {func(in *InstanceInput) {
-			in.EmbeddingsURL, in.EmbeddingsModel, in.EmbeddingsDimensions = "http://h/v1", "m", 513
+		"dimensions > 4096": {func(in *InstanceInput) {
+			in.EmbeddingsURL, in.EmbeddingsModel, in.EmbeddingsDimensions = "http://h/v1", "m", MaxDims+1
 		}, "Dimensions"},
 		"dimensions < 0": {func(in *InstanceInput) {
 			in.EmbeddingsURL, in.EmbeddingsModel, in.EmbeddingsDimensions = "http://h/v1", "m", -1

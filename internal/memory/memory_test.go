@@ -134,13 +134,13 @@ func dot(a, b []float32) float64 {
 func TestTransformIsOrthogonalAndKeyed(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
 	key1, key2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
-	t1 := must(NewTransform(key1))
-	t1again := must(NewTransform(key1))
-	t2 := must(NewTransform(key2))
+	t1 := must(NewTransform(key1, 512))
+	t1again := must(NewTransform(key1, 512))
+	t2 := must(NewTransform(key2, 512))
 	for range 50 {
 		a, b := randVec(r, HashDim), randVec(r, HashDim)
 		ta, tb := must(t1.Apply(a)), must(t1.Apply(b))
-		if len(ta) != transformDim {
+		if len(ta) != 512 {
 			t.Fatalf("width %d", len(ta))
 		}
 		for _, c := range [][2]float64{{dot(a, a), dot(ta, ta)}, {dot(b, b), dot(tb, tb)}, {dot(a, b), dot(ta, tb)}} {
@@ -163,7 +163,51 @@ func TestTransformIsOrthogonalAndKeyed(t *testing.T) {
 		}
 	}
 	if _, err := t1.Apply(make([]float32, 513)); err == nil {
-		t.Fatal("a 513-d vector was accepted")
+		t.Fatal("a 513-d vector was accepted by a 512-d transform")
+	}
+}
+
+// The 512-d transform is the one vectors were stored with before widths
+// varied (values computed with that version's code), so they stay comparable
+// with new queries after the upgrade.
+func TestTransform512Unchanged(t *testing.T) {
+	tr := must(NewTransform(bytes.Repeat([]byte{9}, 32), 512))
+	v := make([]float32, 384)
+	for i := range v {
+		v[i] = float32(i%7) - 3
+	}
+	out := must(tr.Apply(v))
+	for i, want := range map[int]float32{0: 1.5909903, 1: -1.7449794, 100: 1.037182, 511: 2.4652061} {
+		if math.Abs(float64(out[i]-want)) > 1e-5 {
+			t.Errorf("coordinate %d = %v, want %v", i, out[i], want)
+		}
+	}
+}
+
+// Widths are padded to the next power of two, each width has its own
+// orthogonal transform, and wider than MaxDims is refused with a clear error.
+func TestTransformWidths(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for _, c := range []struct{ in, want int }{{1, 64}, {64, 64}, {100, 128}, {384, 512}, {768, 1024}, {1536, 2048}, {3072, 4096}, {4096, 4096}} {
+		if got := must(paddedDims(c.in)); got != c.want {
+			t.Errorf("paddedDims(%d) = %d, want %d", c.in, got, c.want)
+		}
+	}
+	for _, n := range []int{0, 4097, 8192} {
+		if _, err := paddedDims(n); !errs.Is(err, errs.Invalid) {
+			t.Errorf("paddedDims(%d): %v, want an Invalid error", n, err)
+		}
+	}
+	k := &ownerKeys{vector: bytes.Repeat([]byte{3}, 32), trs: map[int]*Transform{}}
+	for _, n := range []int{768, 1536, 3072} {
+		a, b := randVec(r, n), randVec(r, n)
+		ta, tb := must(k.apply(a)), must(k.apply(b))
+		if want := must(paddedDims(n)); len(ta) != want {
+			t.Fatalf("%d-d: width %d, want %d", n, len(ta), want)
+		}
+		if d0, d1 := dot(a, b), dot(ta, tb); math.Abs(d0-d1) > 1e-4*math.Max(1, math.Abs(d0)) {
+			t.Errorf("%d-d: dot product %v became %v", n, d0, d1)
+		}
 	}
 }
 

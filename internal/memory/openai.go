@@ -14,8 +14,9 @@ import (
 
 // OpenAIEmbedder calls an OpenAI-compatible embeddings endpoint (OpenAI,
 // Ollama, llama.cpp, vLLM): POST {BaseURL}/embeddings with a model and the
-// texts. Vectors wider than 512 dimensions are refused by the transform, so
-// pick a model (or a "dimensions" setting) of at most 512.
+// texts. Vectors are used at their own width, up to MaxDims; they are never
+// truncated here (that is only sound for models trained for it, which take the
+// "dimensions" parameter instead).
 type OpenAIEmbedder struct {
 	BaseURL    string // e.g. https://api.openai.com/v1 or http://localhost:11434/v1
 	APIKey     string // sent as a bearer token when set

@@ -26,6 +26,11 @@ var errEmbedderChanged = errors.New("memory: the embedder changed during the rei
 // endpoint down) leaves the old index for the next try; memories done so far stay
 // done, and lexical search works throughout (vector search resumes when the index is
 // the current embedder's again). ReindexStatus reports the progress.
+//
+// A new embedder may give vectors of another width (384 → 1536): each memory's
+// vectors are rewritten at the new width in its own transaction, and searches
+// compare only vectors of their query's width, so nothing half-written is ever
+// compared.
 func (s *Service) Reindex(ctx context.Context, embedder string) (n int, err error) {
 	want := IndexVersion + "|" + embedder
 	have, err := s.db.Setting(ctx, indexSetting)

@@ -107,17 +107,53 @@ type Service struct {
 
 	mu     sync.Mutex
 	owners map[int64]*ownerKeys
+
+	bits *bitCache
 }
 
-// ownerKeys are an owner's derived keys, kept so each call does not re-derive.
+// ownerKeys are an owner's derived keys, kept so each call does not re-derive,
+// and its transforms by width.
 type ownerKeys struct {
-	index []byte
-	tr    *Transform
+	index  []byte
+	vector []byte
+
+	mu  sync.Mutex
+	trs map[int]*Transform
+}
+
+// transform is the owner's transform for vectors of n dimensions (padded to the
+// next power of two).
+func (k *ownerKeys) transform(n int) (*Transform, error) {
+	dims, err := paddedDims(n)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if t := k.trs[dims]; t != nil {
+		return t, nil
+	}
+	t, err := NewTransform(k.vector, dims)
+	if err != nil {
+		return nil, err
+	}
+	k.trs[dims] = t
+	return t, nil
+}
+
+// apply transforms v with the owner's transform of its width.
+func (k *ownerKeys) apply(v []float32) ([]float32, error) {
+	t, err := k.transform(len(v))
+	if err != nil {
+		return nil, err
+	}
+	return t.Apply(v)
 }
 
 // NewService returns a Service over db, sealing with keys and embedding with emb.
 func NewService(db *store.DB, keys *crypto.Keyring, emb Embedder) *Service {
-	s := &Service{db: db, keys: keys, Ranking: DefaultRanking, Now: time.Now, owners: map[int64]*ownerKeys{}}
+	s := &Service{db: db, keys: keys, Ranking: DefaultRanking, Now: time.Now, owners: map[int64]*ownerKeys{},
+		bits: newBitCache(bitCacheBudget)}
 	s.inst.init(emb)
 	return s
 }
@@ -137,11 +173,7 @@ func (s *Service) ownerKeys(ctx context.Context, owner int64) (*ownerKeys, error
 	if err != nil {
 		return nil, fmt.Errorf("memory: keys: %w", err)
 	}
-	tr, err := NewTransform(vk)
-	if err != nil {
-		return nil, err
-	}
-	k = &ownerKeys{index: ik, tr: tr}
+	k = &ownerKeys{index: ik, vector: vk, trs: map[int]*Transform{}}
 	s.mu.Lock()
 	s.owners[owner] = k
 	s.mu.Unlock()
@@ -209,7 +241,7 @@ func (s *Service) index(ctx context.Context, k *ownerKeys, text string) (store.M
 		// A zero vector has no cosine distance to anything: it would be unfindable.
 		return store.MemoryIndex{}, 0, errs.E(errs.Invalid, "A memory needs at least one meaningful word.")
 	}
-	rot, err := k.tr.Apply(vecs[0])
+	rot, err := k.apply(vecs[0])
 	if err != nil {
 		return store.MemoryIndex{}, 0, err
 	}
@@ -259,6 +291,7 @@ func (s *Service) Save(ctx context.Context, owner int64, kind, text string, sour
 	if err := s.db.InsertMemories(ctx, []*store.Memory{rec}, []store.MemoryIndex{ix}); err != nil {
 		return Memory{}, fmt.Errorf("memory: save: %w", err)
 	}
+	s.patchBits(owner, rec.VectorVersion-1, rec.VectorVersion, func(o *ownerBits) { o.set(rec.Seq, ix.Bits) })
 	return fromRecord(*rec, text), nil
 }
 
@@ -304,7 +337,11 @@ func (s *Service) Get(ctx context.Context, owner int64, id string) (Memory, erro
 // Where a recorded run or a memory_search result still holds its text, the text is
 // replaced with "[forgotten memory]" first.
 func (s *Service) Forget(ctx context.Context, owner int64, id string) error {
-	m, err := s.Get(ctx, owner, id)
+	rec, err := s.db.MemoryByID(ctx, owner, id)
+	if err != nil {
+		return fmt.Errorf("memory: forget: %w", err)
+	}
+	m, err := s.open(ctx, rec)
 	if err != nil {
 		return fmt.Errorf("memory: forget: %w", err)
 	}
@@ -335,6 +372,7 @@ func (s *Service) ForgetAll(ctx context.Context, owner int64) (int, error) {
 		return 0, fmt.Errorf("memory: forget all: %w", err)
 	}
 	n, err := s.db.DeleteOwnerMemories(ctx, owner)
+	s.bits.drop(owner)
 	if err != nil {
 		return n, fmt.Errorf("memory: forget all: %w", err)
 	}
@@ -432,10 +470,11 @@ const rrfK = 60
 
 // Search returns up to k of owner's memories relevant to query, best first.
 //
-// Candidates come from the blind lexical index (BM25) and from a vector KNN (a
-// Hamming prefilter over sign bits of ~10× the candidates, rescored by cosine
-// on the stored vectors; an exact scan for owners of at most 256 memories). The two lists are fused by reciprocal rank fusion;
-// the relevance is half the fused rank and half the stronger absolute signal
+// Candidates come from the blind lexical index (BM25) and from a vector KNN (an
+// exact scan for owners of at most 256 memories; above, the owner's cached sign
+// bits narrowed by Hamming and then by the query's floats to 100, rescored by
+// cosine on the stored float16 vectors: vecindex.go). The two lists are fused by
+// reciprocal rank fusion; the relevance is half the fused rank and half the stronger absolute signal
 // (cosine similarity, or the squashed BM25 score), then weighted by confidence,
 // recency of use or update, and use count. A candidate found only by vector
 // needs Ranking.MinSimilarity; every hit needs Ranking.MinScore. When the
@@ -473,7 +512,7 @@ func (s *Service) Search(ctx context.Context, owner int64, query string, k int) 
 	if err != nil {
 		res.LexicalOnly, res.VectorErr = true, err
 	} else if !zero(vecs[0]) {
-		rot, err := keys.tr.Apply(vecs[0])
+		rot, err := keys.apply(vecs[0])
 		if err != nil {
 			res.LexicalOnly, res.VectorErr = true, err
 		} else {
@@ -556,10 +595,9 @@ func (s *Service) Search(ctx context.Context, owner int64, query string, k int) 
 }
 
 // exactBelow is the owner size up to which Search scans all of the owner's
-// vectors exactly: the vec0 prefilter reads every chunk's metadata whoever
-// owns it, so for a small owner the exact scan is both cheaper and exact. The
-// scan costs ~3–8 µs per memory; the prefilter ~2 ms over 100k vectors of
-// 1,000 users (BenchmarkMemoryFileSize: 100 memories scan in 0.76 ms).
+// vectors exactly (~3–8 µs per memory: 100 memories in 0.76 ms in
+// BenchmarkMemoryFileSize); above it the owner's cached sign bits are searched
+// first (vecindex.go).
 const exactBelow = 256
 
 func (s *Service) knn(ctx context.Context, owner int64, rot []float32, k int) ([]store.MemoryHit, error) {
@@ -570,7 +608,7 @@ func (s *Service) knn(ctx context.Context, owner int64, rot []float32, k int) ([
 	if !more {
 		return s.db.ExactKNNMemoryCandidates(ctx, owner, rot, k)
 	}
-	return s.db.KNNMemoryCandidates(ctx, owner, signBits(rot), rot, 10*k, k)
+	return s.prefilterKNN(ctx, owner, rot, rescoreCount(k), k)
 }
 
 func (s *Service) now() time.Time {

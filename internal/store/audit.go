@@ -39,8 +39,8 @@ func (db *DB) AddAudit(ctx context.Context, e *AuditEntry) error {
 		return fmt.Errorf("store: add audit: %w", errs.E(errs.Invalid, "unknown audit action %q", e.Action))
 	}
 	at := db.now()
-	err := db.pool.QueryRowContext(ctx, `INSERT INTO audit_log (at, actor_id, subject_id, action, detail)
-		VALUES (?, ?, ?, ?, ?) RETURNING id`, ms(at), e.ActorID, e.SubjectID, e.Action, e.Detail).Scan(&e.ID)
+	err := db.writeRow(ctx, `INSERT INTO audit_log (at, actor_id, subject_id, action, detail)
+		VALUES (?, ?, ?, ?, ?) RETURNING id`, []any{ms(at), e.ActorID, e.SubjectID, e.Action, e.Detail}, &e.ID)
 	if err != nil {
 		return fmt.Errorf("store: add audit: %w", err)
 	}

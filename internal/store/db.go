@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -30,9 +31,15 @@ import (
 
 // DB is the opened database. Create it with Open and release it with Close.
 type DB struct {
-	// pool is unexported so that every query is a method here. Write
-	// transactions begin IMMEDIATE (see Open).
+	// pool (the readers, at most maxReaders connections) and w (the one writer
+	// connection) are unexported so that every query is a method here. Every
+	// write goes through w: exec, writeRow or inTx (see writer.go).
 	pool *sql.DB
+	w    *sql.DB
+
+	path   string
+	file   os.FileInfo // the database file as opened, for Ready
+	wstmts sync.Map    // query -> *sql.Stmt on w, see writeStmt
 
 	// Now supplies every timestamp the store writes. It defaults to time.Now;
 	// tests replace it right after Open.
@@ -74,41 +81,81 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
 	f.Close()
-	sqlDB, err := sql.Open("sqlite", path+"?"+q.Encode())
+	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
-	// Keep a few connections (and the statements prepared on them) warm.
-	sqlDB.SetMaxIdleConns(8)
-	sqlDB.SetConnMaxIdleTime(0)
-	sqlDB.SetConnMaxLifetime(0)
-
-	db := &DB{pool: sqlDB, Now: time.Now}
-	if err := pingWhileBusy(ctx, sqlDB); err != nil {
-		sqlDB.Close()
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	dsn := path + "?" + q.Encode()
+	// One writer connection: the process's writes queue in Go (database/sql hands
+	// the connection on) instead of racing for SQLite's lock in busy_timeout's
+	// sleep-and-retry loop, which under load let some writers wait past 5 s and
+	// fail. A fixed number of readers bounds handles and page caches (each
+	// connection has its own, up to 2 MiB): a reconnect storm queues for them.
+	w, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open: %w", err)
 	}
-	if err := db.migrate(ctx); err != nil {
-		sqlDB.Close()
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxIdleTime(0)
+	w.SetConnMaxLifetime(0)
+	r, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	r.SetMaxOpenConns(maxReaders)
+	r.SetMaxIdleConns(maxReaders)
+	r.SetConnMaxIdleTime(0)
+	r.SetConnMaxLifetime(0)
+
+	db := &DB{pool: r, w: w, path: path, file: fi, Now: time.Now}
+	fail := func(err error) (*DB, error) {
+		db.stmts.close()
+		r.Close()
+		w.Close()
 		return nil, err
 	}
-	if err := db.stmts.prepare(ctx, sqlDB); err != nil {
-		db.stmts.close()
-		sqlDB.Close()
-		return nil, fmt.Errorf("store: prepare statements: %w", err)
+	// The writer connects first: it switches a fresh file to WAL.
+	if err := pingWhileBusy(ctx, w); err != nil {
+		return fail(fmt.Errorf("store: open %s: %w", path, err))
+	}
+	if err := db.migrate(ctx); err != nil {
+		return fail(err)
+	}
+	if err := pingWhileBusy(ctx, r); err != nil {
+		return fail(fmt.Errorf("store: open %s: %w", path, err))
+	}
+	if err := db.stmts.prepare(ctx, r, w); err != nil {
+		return fail(fmt.Errorf("store: prepare statements: %w", err))
 	}
 	return db, nil
 }
 
+// maxReaders is the read connections' budget; with the writer, a DB holds at
+// most maxReaders+1 SQLite handles, however many requests and websockets wait.
+const maxReaders = 6
+
 // storetest's raw-SQL helpers reach the pool through testpool, which only
 // packages under internal/store can import.
-func init() { testpool.Of = func(db any) *sql.DB { return db.(*DB).pool } }
+func init() {
+	testpool.Of = func(db any) *sql.DB { return db.(*DB).pool }
+	testpool.Writer = func(db any) *sql.DB { return db.(*DB).w }
+}
 
-// Close releases the prepared statements and the connection pool. SQLite
-// checkpoints and removes the WAL file when the last connection closes.
+// Close releases the prepared statements and the connections, the writer last:
+// SQLite checkpoints and removes the WAL file when the last connection closes.
 func (db *DB) Close() error {
 	db.stmts.close()
-	if err := db.pool.Close(); err != nil {
+	db.wstmts.Range(func(_, st any) bool {
+		st.(*sql.Stmt).Close()
+		return true
+	})
+	err := db.pool.Close()
+	if werr := db.w.Close(); err == nil {
+		err = werr
+	}
+	if err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
 	return nil
@@ -134,11 +181,25 @@ func (db *DB) VecVersion(ctx context.Context) (string, error) {
 // Checkpoint copies the WAL into the main database file and truncates the WAL.
 // Call it after physical deletes (sessions, memories) so that deleted content no
 // longer lingers in the -wal file; secure_delete already zeroes freed pages.
+// A reader still on an older snapshot makes SQLite give up ("busy" in its
+// result, not an error) after busy_timeout; that is retried until ctx ends,
+// since returning would leave the deleted text in the WAL.
 func (db *DB) Checkpoint(ctx context.Context) error {
-	if _, err := db.pool.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-		return fmt.Errorf("store: checkpoint: %w", err)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		var busy, logPages, done int
+		err := db.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logPages, &done)
+		if err != nil && !isBusy(err) {
+			return fmt.Errorf("store: checkpoint: %w", storageErr(err))
+		}
+		if err == nil && busy == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("store: checkpoint: the WAL is still in use: %w", ctx.Err())
+		case <-time.After(wait):
+		}
 	}
-	return nil
 }
 
 func (db *DB) now() time.Time {
@@ -152,19 +213,6 @@ func (db *DB) now() time.Time {
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
 func fromMS(v int64) time.Time { return time.UnixMilli(v) }
-
-// inTx runs fn in one IMMEDIATE transaction, committing when fn returns nil.
-func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := db.pool.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
 
 func sqliteCode(err error) int {
 	var se *sqlite.Error

@@ -30,7 +30,7 @@ func (db *DB) SetMeta(ctx context.Context, key string, value []byte) error {
 	if value == nil {
 		value = []byte{}
 	}
-	_, err := db.pool.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
+	_, err := db.exec(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
 	if err != nil {
 		return fmt.Errorf("store: set meta %q: %w", key, err)
@@ -61,7 +61,7 @@ func (db *DB) PutWrappedKey(ctx context.Context, owner int64, wrapped []byte) er
 	if len(wrapped) == 0 {
 		return fmt.Errorf("store: put wrapped key: %w", errs.E(errs.Invalid, "empty wrapped key"))
 	}
-	res, err := db.pool.ExecContext(ctx, `INSERT INTO data_keys (owner_id, wrapped, created_at)
+	res, err := db.exec(ctx, `INSERT INTO data_keys (owner_id, wrapped, created_at)
 		SELECT ?1, ?2, ?3 WHERE ?1 = 0 OR EXISTS (SELECT 1 FROM users WHERE id = ?1)`,
 		owner, wrapped, ms(db.now()))
 	if isUnique(err) {

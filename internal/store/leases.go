@@ -13,7 +13,7 @@ import (
 // when another live holder has it.
 func (db *DB) AcquireLease(ctx context.Context, sessionID, holder string, ttl time.Duration) (bool, error) {
 	now := db.now()
-	res, err := db.pool.ExecContext(ctx, `
+	res, err := db.exec(ctx, `
 		INSERT INTO session_leases (session_id, holder, expires_at) VALUES (?, ?, ?)
 		ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
 		WHERE session_leases.expires_at <= ? OR session_leases.holder = excluded.holder`,
@@ -30,7 +30,7 @@ func (db *DB) AcquireLease(ctx context.Context, sessionID, holder string, ttl ti
 
 // RenewLease extends holder's lease; false means the lease was lost (expired and taken).
 func (db *DB) RenewLease(ctx context.Context, sessionID, holder string, ttl time.Duration) (bool, error) {
-	res, err := db.pool.ExecContext(ctx,
+	res, err := db.exec(ctx,
 		`UPDATE session_leases SET expires_at = ? WHERE session_id = ? AND holder = ?`,
 		ms(db.now().Add(ttl)), sessionID, holder)
 	if err != nil {
@@ -45,7 +45,7 @@ func (db *DB) RenewLease(ctx context.Context, sessionID, holder string, ttl time
 
 // ReleaseLease gives the lease up if holder still has it.
 func (db *DB) ReleaseLease(ctx context.Context, sessionID, holder string) error {
-	if _, err := db.pool.ExecContext(ctx,
+	if _, err := db.exec(ctx,
 		`DELETE FROM session_leases WHERE session_id = ? AND holder = ?`, sessionID, holder); err != nil {
 		return fmt.Errorf("store: release lease: %w", err)
 	}
@@ -95,7 +95,7 @@ func (db *DB) Leases(ctx context.Context) ([]Lease, error) {
 // to holder, whether or not it has expired. It reports false when from no longer has it
 // (someone else took it first).
 func (db *DB) TakeLease(ctx context.Context, sessionID, holder, from string, ttl time.Duration) (bool, error) {
-	res, err := db.pool.ExecContext(ctx,
+	res, err := db.exec(ctx,
 		`UPDATE session_leases SET holder = ?, expires_at = ? WHERE session_id = ? AND holder = ?`,
 		holder, ms(db.now().Add(ttl)), sessionID, from)
 	if err != nil {

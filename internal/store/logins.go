@@ -32,7 +32,7 @@ func (db *DB) CreateLogin(ctx context.Context, l Login) error {
 	if l.LastSeenAt.IsZero() {
 		l.LastSeenAt = now
 	}
-	_, err := db.pool.ExecContext(ctx, `INSERT INTO logins (token_hash, user_id, created_at, expires_at, last_seen_at)
+	_, err := db.exec(ctx, `INSERT INTO logins (token_hash, user_id, created_at, expires_at, last_seen_at)
 		VALUES (?, ?, ?, ?, ?)`, l.TokenHash, l.UserID, ms(l.CreatedAt), ms(l.ExpiresAt), ms(l.LastSeenAt))
 	switch {
 	case isForeignKey(err):
@@ -70,7 +70,7 @@ func (db *DB) LoginByTokenHash(ctx context.Context, hash []byte) (Login, User, e
 // ExtendLogin sets a new expiry and marks the login as seen now. A missing login
 // is errs.NotFound.
 func (db *DB) ExtendLogin(ctx context.Context, hash []byte, expiresAt time.Time) error {
-	res, err := db.pool.ExecContext(ctx, `UPDATE logins SET expires_at = ?, last_seen_at = ? WHERE token_hash = ?`,
+	res, err := db.exec(ctx, `UPDATE logins SET expires_at = ?, last_seen_at = ? WHERE token_hash = ?`,
 		ms(expiresAt), ms(db.now()), hash)
 	if err == nil {
 		err = mustAffect(res, "login not found")
@@ -84,7 +84,7 @@ func (db *DB) ExtendLogin(ctx context.Context, hash []byte, expiresAt time.Time)
 // DeleteLogin removes a login. Deleting a login that is already gone is not an
 // error, so that signing out always succeeds.
 func (db *DB) DeleteLogin(ctx context.Context, hash []byte) error {
-	if _, err := db.pool.ExecContext(ctx, `DELETE FROM logins WHERE token_hash = ?`, hash); err != nil {
+	if _, err := db.exec(ctx, `DELETE FROM logins WHERE token_hash = ?`, hash); err != nil {
 		return fmt.Errorf("store: delete login: %w", err)
 	}
 	return nil
@@ -92,7 +92,7 @@ func (db *DB) DeleteLogin(ctx context.Context, hash []byte) error {
 
 // DeleteUserLogins signs a user out everywhere and returns how many logins went.
 func (db *DB) DeleteUserLogins(ctx context.Context, userID int64) (int64, error) {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM logins WHERE user_id = ?`, userID)
+	res, err := db.exec(ctx, `DELETE FROM logins WHERE user_id = ?`, userID)
 	if err != nil {
 		return 0, fmt.Errorf("store: delete user logins: %w", err)
 	}
@@ -103,7 +103,7 @@ func (db *DB) DeleteUserLogins(ctx context.Context, userID int64) (int64, error)
 // DeleteExpiredLogins removes logins whose expiry is at or before Now and returns
 // how many were removed.
 func (db *DB) DeleteExpiredLogins(ctx context.Context) (int64, error) {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM logins WHERE expires_at <= ?`, ms(db.now()))
+	res, err := db.exec(ctx, `DELETE FROM logins WHERE expires_at <= ?`, ms(db.now()))
 	if err != nil {
 		return 0, fmt.Errorf("store: delete expired logins: %w", err)
 	}

@@ -78,9 +78,9 @@ func (db *DB) CreateMCPServer(ctx context.Context, s *MCPServer) error {
 		return fmt.Errorf("store: create mcp server: %w", err)
 	}
 	now := ms(db.now())
-	err = db.pool.QueryRowContext(ctx, `INSERT INTO mcp_servers (name, transport, config, secrets_sealed, enabled, created_at, updated_at)
+	err = db.writeRow(ctx, `INSERT INTO mcp_servers (name, transport, config, secrets_sealed, enabled, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		s.Name, s.Transport, config, s.SecretsSealed, s.Enabled, now, now).Scan(&s.ID)
+		[]any{s.Name, s.Transport, config, s.SecretsSealed, s.Enabled, now, now}, &s.ID)
 	if isUnique(err) {
 		return fmt.Errorf("store: create mcp server: %w", errs.Wrap(errs.Conflict, err, "an MCP server named %q already exists", s.Name))
 	}
@@ -99,7 +99,7 @@ func (db *DB) UpdateMCPServer(ctx context.Context, s MCPServer) error {
 	if err != nil {
 		return fmt.Errorf("store: update mcp server: %w", err)
 	}
-	res, err := db.pool.ExecContext(ctx, `UPDATE mcp_servers SET name = ?, transport = ?, config = ?, secrets_sealed = ?, enabled = ?, updated_at = ?
+	res, err := db.exec(ctx, `UPDATE mcp_servers SET name = ?, transport = ?, config = ?, secrets_sealed = ?, enabled = ?, updated_at = ?
 		WHERE id = ?`, s.Name, s.Transport, config, s.SecretsSealed, s.Enabled, ms(db.now()), s.ID)
 	if isUnique(err) {
 		return fmt.Errorf("store: update mcp server: %w", errs.Wrap(errs.Conflict, err, "an MCP server named %q already exists", s.Name))
@@ -163,7 +163,7 @@ func (db *DB) SaveMCPServer(ctx context.Context, s *MCPServer, seal func(id int6
 // SetMCPServerEnabled enables or disables server id and bumps UpdatedAt, or
 // returns errs.NotFound.
 func (db *DB) SetMCPServerEnabled(ctx context.Context, id int64, enabled bool) error {
-	res, err := db.pool.ExecContext(ctx, `UPDATE mcp_servers SET enabled = ?, updated_at = ? WHERE id = ?`, enabled, ms(db.now()), id)
+	res, err := db.exec(ctx, `UPDATE mcp_servers SET enabled = ?, updated_at = ? WHERE id = ?`, enabled, ms(db.now()), id)
 	if err == nil {
 		err = mustAffect(res, "MCP server not found")
 	}
@@ -175,7 +175,7 @@ func (db *DB) SetMCPServerEnabled(ctx context.Context, id int64, enabled bool) e
 
 // DeleteMCPServer removes server id, or returns errs.NotFound.
 func (db *DB) DeleteMCPServer(ctx context.Context, id int64) error {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM mcp_servers WHERE id = ?`, id)
+	res, err := db.exec(ctx, `DELETE FROM mcp_servers WHERE id = ?`, id)
 	if err == nil {
 		err = mustAffect(res, "MCP server not found")
 	}

@@ -15,9 +15,13 @@ import (
 	"atrium/internal/errs"
 )
 
-// MemoryVectorDim is the width of memory_vectors (migration 0007): float32
-// coordinates in Embedding, MemoryVectorDim/8 bytes in Bits.
-const MemoryVectorDim = 512
+// Memory vectors are 64 to MaxMemoryVectorDim dimensions wide, a power of two
+// (migration 0011): dims/8 bytes in Bits, dims float16 in Embedding. A row's
+// width is its blobs' length; searches compare rows of the query's width only.
+const (
+	MinMemoryVectorDim = 64
+	MaxMemoryVectorDim = 4096
+)
 
 // Memory is one stored memory. The store never sees its text: Sealed, Terms,
 // Bits and Embedding are produced (and read back) by internal/memory.
@@ -37,6 +41,11 @@ type Memory struct {
 	LastUsedAt    *time.Time
 	UseCount      int
 	ExpiresAt     *time.Time
+
+	// VectorVersion is set by InsertMemories: the owner's MemoryVectorVersion
+	// right after this memory's vectors were written, inside the transaction, so
+	// the version before it was VectorVersion-1 exactly.
+	VectorVersion int64
 }
 
 // MemoryTerm is one blind-index entry: an HMAC tag and its count in the memory.
@@ -49,8 +58,8 @@ type MemoryTerm struct {
 // (transformed) vector, as sign bits and as float16 (see HalfBlob).
 type MemoryIndex struct {
 	Terms     []MemoryTerm
-	Bits      []byte // MemoryVectorDim/8 bytes
-	Embedding []byte // MemoryVectorDim little-endian float16, HalfBlob
+	Bits      []byte // dims/8 bytes, bit i of byte i/8 set for a positive coordinate i
+	Embedding []byte // dims little-endian float16, HalfBlob
 }
 
 // MemoryHit is a candidate of a search: for lexical hits Score is a BM25 score
@@ -92,8 +101,11 @@ func scanMemory(row interface{ Scan(...any) error }) (Memory, error) {
 }
 
 func validMemoryIndex(ix MemoryIndex) error {
-	if len(ix.Bits) != MemoryVectorDim/8 || len(ix.Embedding) != MemoryVectorDim*2 {
-		return errs.E(errs.Invalid, "memory vector must have %d dimensions", MemoryVectorDim)
+	dims := len(ix.Embedding) / 2
+	if dims < MinMemoryVectorDim || dims > MaxMemoryVectorDim || dims&(dims-1) != 0 ||
+		len(ix.Embedding) != 2*dims || len(ix.Bits) != dims/8 {
+		return errs.E(errs.Invalid, "memory vector must be a power of two of %d to %d dimensions, with bits and float16 of one width",
+			MinMemoryVectorDim, MaxMemoryVectorDim)
 	}
 	for _, t := range ix.Terms {
 		if len(t.Tag) == 0 || t.TF <= 0 {
@@ -151,6 +163,9 @@ func (db *DB) InsertMemories(ctx context.Context, mems []*Memory, ixs []MemoryIn
 			if err := writeMemoryIndex(ctx, tx, m, ixs[i]); err != nil {
 				return err
 			}
+			if err := tx.QueryRowContext(ctx, `SELECT version FROM memory_vector_versions WHERE owner_id = ?`, m.OwnerID).Scan(&m.VectorVersion); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -181,8 +196,8 @@ func writeMemoryIndex(ctx context.Context, tx *sql.Tx, m *Memory, ix MemoryIndex
 			return err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO memory_vectors (rowid, owner_id, bits) VALUES (?, ?, vec_bit(?))`,
-		m.Seq, m.OwnerID, ix.Bits); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO memory_bits (owner_id, seq, bits) VALUES (?, ?, ?)`,
+		m.OwnerID, m.Seq, ix.Bits); err != nil {
 		return err
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO memory_embeddings (seq, embedding) VALUES (?, ?)`, m.Seq, ix.Embedding)
@@ -207,9 +222,9 @@ func (db *DB) UpdateMemory(ctx context.Context, owner int64, id string, sealed [
 
 // replaceMemoryIndex drops m's terms and vectors and writes ix in their place.
 func replaceMemoryIndex(ctx context.Context, tx *sql.Tx, m *Memory, ix MemoryIndex) error {
-	for _, q := range []string{`DELETE FROM memory_terms WHERE memory_seq = ?`, `DELETE FROM memory_vectors WHERE rowid = ?`,
-		`DELETE FROM memory_embeddings WHERE seq = ?`} {
-		if _, err := tx.ExecContext(ctx, q, m.Seq); err != nil {
+	for _, q := range []string{`DELETE FROM memory_terms WHERE memory_seq = ?2`, `DELETE FROM memory_bits WHERE owner_id = ?1 AND seq = ?2`,
+		`DELETE FROM memory_embeddings WHERE seq = ?2`} {
+		if _, err := tx.ExecContext(ctx, q, m.OwnerID, m.Seq); err != nil {
 			return err
 		}
 	}
@@ -331,7 +346,7 @@ func (db *DB) MarkMemoriesUsed(ctx context.Context, owner int64, ids []string) e
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	_, err := db.pool.ExecContext(ctx, `UPDATE memories SET last_used_at = ?, use_count = use_count + 1
+	_, err := db.exec(ctx, `UPDATE memories SET last_used_at = ?, use_count = use_count + 1
 		WHERE owner_id = ? AND id IN (`+placeholders(len(ids))+`)`, args...)
 	if err != nil {
 		return fmt.Errorf("store: mark memories used: %w", err)
@@ -340,10 +355,10 @@ func (db *DB) MarkMemoriesUsed(ctx context.Context, owner int64, ids []string) e
 }
 
 // DeleteMemory physically removes owner's memory id with its terms and float
-// vector (cascade) and its bit vector (trigger), then checkpoints the WAL so the deleted bytes are
+// vector (cascade) and its bits (trigger), then checkpoints the WAL so the deleted bytes are
 // in neither file. Another owner's id is errs.NotFound.
 func (db *DB) DeleteMemory(ctx context.Context, owner int64, id string) error {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM memories WHERE owner_id = ? AND id = ?`, owner, id)
+	res, err := db.exec(ctx, `DELETE FROM memories WHERE owner_id = ? AND id = ?`, owner, id)
 	if err != nil {
 		return fmt.Errorf("store: delete memory: %w", err)
 	}
@@ -356,7 +371,7 @@ func (db *DB) DeleteMemory(ctx context.Context, owner int64, id string) error {
 // DeleteOwnerMemories removes all of owner's memories (as DeleteMemory) and
 // returns how many there were.
 func (db *DB) DeleteOwnerMemories(ctx context.Context, owner int64) (int, error) {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM memories WHERE owner_id = ?`, owner)
+	res, err := db.exec(ctx, `DELETE FROM memories WHERE owner_id = ?`, owner)
 	if err != nil {
 		return 0, fmt.Errorf("store: delete memories: %w", err)
 	}
@@ -367,7 +382,7 @@ func (db *DB) DeleteOwnerMemories(ctx context.Context, owner int64) (int, error)
 // SetMemoryExpiry sets (or with nil clears) when owner's memory id expires.
 // Another owner's id is errs.NotFound.
 func (db *DB) SetMemoryExpiry(ctx context.Context, owner int64, id string, at *time.Time) error {
-	res, err := db.pool.ExecContext(ctx, `UPDATE memories SET expires_at = ? WHERE owner_id = ? AND id = ?`, nullTime(at), owner, id)
+	res, err := db.exec(ctx, `UPDATE memories SET expires_at = ? WHERE owner_id = ? AND id = ?`, nullTime(at), owner, id)
 	if err != nil {
 		return fmt.Errorf("store: set memory expiry: %w", err)
 	}
@@ -379,7 +394,7 @@ func (db *DB) SetMemoryExpiry(ctx context.Context, owner int64, id string, at *t
 
 // PurgeExpiredMemories removes every memory whose expiry has passed.
 func (db *DB) PurgeExpiredMemories(ctx context.Context) (int, error) {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?`, ms(db.now()))
+	res, err := db.exec(ctx, `DELETE FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?`, ms(db.now()))
 	if err != nil {
 		return 0, fmt.Errorf("store: purge memories: %w", err)
 	}
@@ -513,36 +528,153 @@ func (db *DB) HasMoreMemories(ctx context.Context, owner int64, n int) (bool, er
 	return c > n, nil
 }
 
-// maxKNN is sqlite-vec's upper bound for k.
-const maxKNN = 4096
-
-// KNNMemoryCandidates returns owner's k unexpired memories nearest to the
-// query: a Hamming-distance KNN over bits keeps prefilter candidates, which are
-// rescored by the cosine distance of their stored vectors to query. Nearest
-// first.
-func (db *DB) KNNMemoryCandidates(ctx context.Context, owner int64, bits []byte, query []float32, prefilter, k int) ([]MemoryHit, error) {
-	if k <= 0 {
-		return nil, nil
+// MemoryVectorVersion counts the changes to owner's stored vectors (every
+// insert and delete of a row of memory_bits, by any path): a copy of the bits
+// read at one version is current while the version is unchanged.
+func (db *DB) MemoryVectorVersion(ctx context.Context, owner int64) (int64, error) {
+	var v int64
+	err := db.pool.QueryRowContext(ctx, `SELECT version FROM memory_vector_versions WHERE owner_id = ?`, owner).Scan(&v)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("store: memory vector version: %w", err)
 	}
-	prefilter = min(max(prefilter, k), maxKNN)
-	return db.rescore(ctx, query, k, `WITH c AS (
-			SELECT rowid FROM memory_vectors WHERE bits MATCH vec_bit(?) AND k = ? AND owner_id = ?
-		)
-		SELECT m.id, e.embedding
-		FROM c JOIN memory_embeddings e ON e.seq = c.rowid JOIN memories m ON m.seq = c.rowid
-		WHERE m.expires_at IS NULL OR m.expires_at > ?`, bits, prefilter, owner, ms(db.now()))
+	return v, nil
 }
 
-// ExactKNNMemoryCandidates is the exact KNN over all of owner's stored vectors
-// (a scan of owner's rows by index): the reference KNNMemoryCandidates is
-// measured against.
+// MemoryBits returns the version (MemoryVectorVersion) and the sign bits of
+// owner's stored vectors of dims dimensions, concatenated in seqs' order (dims/8
+// bytes each). The version is read first: a write landing between the two reads
+// leaves newer bits under an older version, which the next comparison with
+// MemoryVectorVersion finds stale (never the other way round), and neither read
+// holds the write lock.
+func (db *DB) MemoryBits(ctx context.Context, owner int64, dims int) (version int64, seqs []int64, bits []byte, err error) {
+	if version, err = db.MemoryVectorVersion(ctx, owner); err != nil {
+		return 0, nil, nil, err
+	}
+	rows, err := db.pool.QueryContext(ctx, `SELECT seq, bits FROM memory_bits WHERE owner_id = ? AND length(bits) = ?`, owner, dims/8)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("store: memory bits: %w", err)
+	}
+	defer rows.Close()
+	var seq int64
+	var b sql.RawBytes
+	for rows.Next() {
+		if err := rows.Scan(&seq, &b); err != nil {
+			return 0, nil, nil, fmt.Errorf("store: memory bits: %w", err)
+		}
+		seqs, bits = append(seqs, seq), append(bits, b...)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, nil, fmt.Errorf("store: memory bits: %w", err)
+	}
+	return version, seqs, bits, nil
+}
+
+// RescoreMemories ranks those of seqs that are owner's unexpired memories with a
+// stored vector of query's width by cosine distance to query and returns the k
+// nearest, nearest first.
+//
+// The vectors are read and ranked first, and only then are the nearest looked
+// up in memories (for their id, owner and expiry), a few more than k at a time
+// until k are found: a lookup there costs as much as a vector's, and most
+// candidates are not kept.
+func (db *DB) RescoreMemories(ctx context.Context, owner int64, seqs []int64, query []float32, k int) ([]MemoryHit, error) {
+	if k <= 0 || len(seqs) == 0 {
+		return nil, nil
+	}
+	args := []any{2 * len(query)}
+	for _, s := range seqs {
+		args = append(args, s)
+	}
+	rows, err := db.pool.QueryContext(ctx, rescoreVectorsQuery(len(seqs)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: rescore memories: %w", err)
+	}
+	type cand struct {
+		seq int64
+		d   float64
+	}
+	var cands []cand
+	qn := norm(query)
+	var blob sql.RawBytes
+	for rows.Next() {
+		var c cand
+		if err := rows.Scan(&c.seq, &blob); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: rescore memories: %w", err)
+		}
+		c.d = halfCosineDistance(query, qn, blob)
+		cands = append(cands, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: rescore memories: %w", err)
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].d != cands[j].d {
+			return cands[i].d < cands[j].d
+		}
+		return cands[i].seq < cands[j].seq
+	})
+	var hits []MemoryHit
+	now := ms(db.now())
+	for start := 0; start < len(cands) && len(hits) < k; start += 2 * k {
+		batch := cands[start:min(start+2*k, len(cands))]
+		args := []any{owner, now}
+		for _, c := range batch {
+			args = append(args, c.seq)
+		}
+		ids := map[int64]string{}
+		rows, err := db.pool.QueryContext(ctx, rescoreOwnerQuery(len(batch)), args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: rescore memories: %w", err)
+		}
+		for rows.Next() {
+			var seq int64
+			var id string
+			if err := rows.Scan(&seq, &id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("store: rescore memories: %w", err)
+			}
+			ids[seq] = id
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("store: rescore memories: %w", err)
+		}
+		for _, c := range batch {
+			if id, ok := ids[c.seq]; ok && len(hits) < k {
+				hits = append(hits, MemoryHit{ID: id, Distance: c.d})
+			}
+		}
+	}
+	return hits, nil
+}
+
+// rescoreVectorsQuery reads n seqs' vectors of one width, by seq.
+func rescoreVectorsQuery(n int) string {
+	return `SELECT seq, embedding FROM memory_embeddings WHERE length(embedding) = ? AND seq IN (` + placeholders(n) + `)`
+}
+
+// rescoreOwnerQuery keeps those of n seqs that are one owner's unexpired
+// memories. The unary + keeps the planner off memories_owner: from about 50 seqs
+// on it preferred scanning all of the owner's rows (100k in
+// BenchmarkMemoryRecall) to looking the seqs up.
+func rescoreOwnerQuery(n int) string {
+	return `SELECT seq, id FROM memories WHERE +owner_id = ? AND (expires_at IS NULL OR expires_at > ?)
+		AND seq IN (` + placeholders(n) + `)`
+}
+
+// ExactKNNMemoryCandidates is the exact KNN over all of owner's stored vectors of
+// query's width (a scan of owner's rows by index): the reference the prefilter is
+// measured against, and the search of owners with few memories.
 func (db *DB) ExactKNNMemoryCandidates(ctx context.Context, owner int64, query []float32, k int) ([]MemoryHit, error) {
 	if k <= 0 {
 		return nil, nil
 	}
 	return db.rescore(ctx, query, k, `SELECT m.id, e.embedding
 		FROM memories m JOIN memory_embeddings e ON e.seq = m.seq
-		WHERE m.owner_id = ? AND (m.expires_at IS NULL OR m.expires_at > ?)`, owner, ms(db.now()))
+		WHERE m.owner_id = ? AND (m.expires_at IS NULL OR m.expires_at > ?) AND length(e.embedding) = ?`,
+		owner, ms(db.now()), 2*len(query))
 }
 
 // rescore ranks the (id, float16 vector) rows of q by cosine distance to query

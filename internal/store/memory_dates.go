@@ -12,7 +12,7 @@ import (
 // an import that keeps the dates of the export; ranking's recency then treats
 // the memory as the age it is. Another owner's id is errs.NotFound.
 func (db *DB) BackdateMemory(ctx context.Context, owner int64, id string, at time.Time) error {
-	res, err := db.pool.ExecContext(ctx, `UPDATE memories SET created_at = ?, updated_at = ? WHERE owner_id = ? AND id = ?`,
+	res, err := db.exec(ctx, `UPDATE memories SET created_at = ?, updated_at = ? WHERE owner_id = ? AND id = ?`,
 		ms(at), ms(at), owner, id)
 	if err != nil {
 		return fmt.Errorf("store: backdate memory: %w", err)

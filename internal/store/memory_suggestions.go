@@ -60,10 +60,10 @@ func (db *DB) InsertMemorySuggestion(ctx context.Context, s *MemorySuggestion) e
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = db.now()
 	}
-	err := db.pool.QueryRowContext(ctx, `INSERT INTO memory_suggestions (id, owner_id, op, kind, target_id, sealed,
+	err := db.writeRow(ctx, `INSERT INTO memory_suggestions (id, owner_id, op, kind, target_id, sealed,
 		session_id, source_seq, reply_seq, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
-		s.ID, s.OwnerID, s.Op, s.Kind, nullString(s.TargetID), s.Sealed, nullString(s.SessionID),
-		nullSeq(s.SourceSeq), nullSeq(s.ReplySeq), ms(s.CreatedAt), ms(s.ExpiresAt)).Scan(&s.Seq)
+		[]any{s.ID, s.OwnerID, s.Op, s.Kind, nullString(s.TargetID), s.Sealed, nullString(s.SessionID),
+			nullSeq(s.SourceSeq), nullSeq(s.ReplySeq), ms(s.CreatedAt), ms(s.ExpiresAt)}, &s.Seq)
 	if isCheck(err) {
 		return fmt.Errorf("store: insert memory suggestion: %w", errs.Wrap(errs.Invalid, err, "invalid memory suggestion"))
 	}
@@ -118,7 +118,7 @@ func (db *DB) ListMemorySuggestions(ctx context.Context, owner int64, sessionID 
 // DeleteMemorySuggestion removes owner's suggestion id and checkpoints the WAL (its
 // sealed text leaves both files). Another owner's id is errs.NotFound.
 func (db *DB) DeleteMemorySuggestion(ctx context.Context, owner int64, id string) error {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM memory_suggestions WHERE owner_id = ? AND id = ?`, owner, id)
+	res, err := db.exec(ctx, `DELETE FROM memory_suggestions WHERE owner_id = ? AND id = ?`, owner, id)
 	if err != nil {
 		return fmt.Errorf("store: delete memory suggestion: %w", err)
 	}
@@ -131,7 +131,7 @@ func (db *DB) DeleteMemorySuggestion(ctx context.Context, owner int64, id string
 // DeleteOwnerMemorySuggestions removes all of owner's suggestions and returns how
 // many there were.
 func (db *DB) DeleteOwnerMemorySuggestions(ctx context.Context, owner int64) (int, error) {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM memory_suggestions WHERE owner_id = ?`, owner)
+	res, err := db.exec(ctx, `DELETE FROM memory_suggestions WHERE owner_id = ?`, owner)
 	if err != nil {
 		return 0, fmt.Errorf("store: delete memory suggestions: %w", err)
 	}
@@ -144,7 +144,7 @@ func (db *DB) DeleteOwnerMemorySuggestions(ctx context.Context, owner int64) (in
 
 // PurgeExpiredMemorySuggestions removes every owner's expired suggestions.
 func (db *DB) PurgeExpiredMemorySuggestions(ctx context.Context) (int, error) {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM memory_suggestions WHERE expires_at <= ?`, ms(db.now()))
+	res, err := db.exec(ctx, `DELETE FROM memory_suggestions WHERE expires_at <= ?`, ms(db.now()))
 	if err != nil {
 		return 0, fmt.Errorf("store: purge memory suggestions: %w", err)
 	}

@@ -71,9 +71,10 @@ type stmts struct {
 	loadContext  *sql.Stmt // LoadContextMessages: newest first, seq > ?, limit ?, the columns the context engine reads
 }
 
-func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
+// prepare prepares the reads on r and the writes on w (the writer).
+func (s *stmts) prepare(ctx context.Context, r, w *sql.DB) error {
 	var err error
-	prep := func(q string) *sql.Stmt {
+	prepOn := func(db *sql.DB, q string) *sql.Stmt {
 		if err != nil {
 			return nil
 		}
@@ -81,8 +82,9 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		st, err = db.PrepareContext(ctx, q)
 		return st
 	}
-	s.touchSession = prep(`UPDATE sessions SET updated_at = ? WHERE id = ?`)
-	s.insertMsg = prep(`INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at)
+	prep := func(q string) *sql.Stmt { return prepOn(r, q) }
+	s.touchSession = prepOn(w, `UPDATE sessions SET updated_at = ? WHERE id = ?`)
+	s.insertMsg = prepOn(w, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at)
 		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?14, ?11, ?11
 		FROM messages WHERE session_id = ?1
 		RETURNING id, seq`)
@@ -217,7 +219,7 @@ func (db *DB) UpdateMessage(ctx context.Context, m *Message) error {
 		return fmt.Errorf("store: update message: %w", err)
 	}
 	now := ms(db.now())
-	res, err := db.pool.ExecContext(ctx, `UPDATE messages SET content = ?, reasoning = ?, tool_calls = ?, status = ?, error = ?,
+	res, err := db.exec(ctx, `UPDATE messages SET content = ?, reasoning = ?, tool_calls = ?, status = ?, error = ?,
 		model = ?, tokens = ?, duration_ms = ?, memories = ?, saved_memories = ?, updated_at = ? WHERE id = ?`,
 		m.Content, m.Reasoning, nullText(m.ToolCalls), m.Status, m.Error, m.Model, m.Tokens, m.Duration.Milliseconds(),
 		strings.Join(m.Memories, ","), strings.Join(m.Saved, ","), now, m.ID)
@@ -238,7 +240,7 @@ func (db *DB) UpdateMessage(ctx context.Context, m *Message) error {
 // (status stopped with ReplyInterrupted): a late write never overwrites a finished
 // reply. It reports whether the draft was still there.
 func (db *DB) SaveDraft(ctx context.Context, id int64, content, reasoning string) (bool, error) {
-	res, err := db.pool.ExecContext(ctx, `UPDATE messages SET content = ?, reasoning = ?, updated_at = ?
+	res, err := db.exec(ctx, `UPDATE messages SET content = ?, reasoning = ?, updated_at = ?
 		WHERE id = ? AND status = 'stopped' AND error = ?`, content, reasoning, ms(db.now()), id, ReplyInterrupted)
 	if err != nil {
 		return false, fmt.Errorf("store: save draft: %w", err)

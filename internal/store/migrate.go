@@ -81,7 +81,7 @@ func (db *DB) migrate(ctx context.Context) error {
 	if len(list) > 0 {
 		known = list[len(list)-1].version
 	}
-	if _, err := db.pool.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	if _, err := db.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT    NOT NULL,
 		applied_at INTEGER NOT NULL

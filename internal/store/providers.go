@@ -74,7 +74,7 @@ type querier interface {
 // CreateProvider inserts p and sets its ID and timestamps. A taken name (case
 // insensitive) is errs.Conflict; a bad kind or empty name errs.Invalid.
 func (db *DB) CreateProvider(ctx context.Context, p *Provider) error {
-	if err := db.createProvider(ctx, db.pool, p); err != nil {
+	if err := db.inTx(ctx, func(tx *sql.Tx) error { return db.createProvider(ctx, tx, p) }); err != nil {
 		return fmt.Errorf("store: create provider: %w", err)
 	}
 	return nil
@@ -102,7 +102,7 @@ func (db *DB) createProvider(ctx context.Context, q querier, p *Provider) error 
 // UpdateProvider replaces every field of provider p.ID (except CreatedAt) and
 // bumps UpdatedAt. Missing is errs.NotFound; a taken name errs.Conflict.
 func (db *DB) UpdateProvider(ctx context.Context, p Provider) error {
-	if err := db.updateProvider(ctx, db.pool, &p); err != nil {
+	if err := db.inTx(ctx, func(tx *sql.Tx) error { return db.updateProvider(ctx, tx, &p) }); err != nil {
 		return fmt.Errorf("store: update provider: %w", err)
 	}
 	return nil
@@ -164,7 +164,7 @@ func (db *DB) SaveProvider(ctx context.Context, p *Provider, sealKey func(id int
 
 // DeleteProvider removes a provider, or returns errs.NotFound.
 func (db *DB) DeleteProvider(ctx context.Context, id int64) error {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM providers WHERE id = ?`, id)
+	res, err := db.exec(ctx, `DELETE FROM providers WHERE id = ?`, id)
 	if err == nil {
 		err = mustAffect(res, "provider not found")
 	}

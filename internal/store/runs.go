@@ -98,7 +98,7 @@ func insertRun(ctx context.Context, ex execer, r RunStart) (int64, error) {
 // errs.Conflict. Any other error is a failed write, which a later write with
 // create set to r can make good.
 func (db *DB) CreateRun(ctx context.Context, r RunStart) error {
-	n, err := insertRun(ctx, db.pool, r)
+	n, err := insertRun(ctx, writer{db}, r)
 	if isForeignKey(err) {
 		return fmt.Errorf("store: create run: %w", errs.Wrap(errs.NotFound, err, "user not found"))
 	}
@@ -124,7 +124,7 @@ func (db *DB) CreateRun(ctx context.Context, r RunStart) error {
 // that follows a failed CreateRun creates the run too.
 func (db *DB) runWrite(ctx context.Context, create *RunStart, op func(ex execer) error) error {
 	if create == nil {
-		return op(db.pool)
+		return op(writer{db})
 	}
 	return db.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := insertRun(ctx, tx, *create); err != nil {
@@ -200,7 +200,7 @@ func (db *DB) EndRun(ctx context.Context, create *RunStart, e RunEnd) error {
 // StopRunningRuns marks every run still running as stopped at ended with
 // errText, and returns how many it marked.
 func (db *DB) StopRunningRuns(ctx context.Context, errText string, ended time.Time) (int64, error) {
-	res, err := db.pool.ExecContext(ctx, `UPDATE runs SET status = 'stopped', error = ?, ended_at = ? WHERE status = 'running'`,
+	res, err := db.exec(ctx, `UPDATE runs SET status = 'stopped', error = ?, ended_at = ? WHERE status = 'running'`,
 		errText, ms(ended))
 	if err != nil {
 		return 0, fmt.Errorf("store: stop running runs: %w", err)
@@ -296,14 +296,18 @@ func (db *DB) RunSpans(ctx context.Context, runID string) ([]SpanInfo, error) {
 	return spans, nil
 }
 
+// latestSpanQuery finds the session's newest run through runs_session_recent,
+// so its cost does not grow with the owner's other chats (migration 0015).
+const latestSpanQuery = `SELECT s.data FROM spans s
+	WHERE s.run_id = (SELECT id FROM runs WHERE owner_id = ? AND session_id = ? ORDER BY started_at DESC LIMIT 1)
+	AND s.kind = ? ORDER BY s.seq DESC LIMIT 1`
+
 // LatestSpanData returns the data of the newest span of kind in ownerID's newest
 // run of sessionID, or nil when there is none. One indexed query; it never loads
 // a run's other spans.
 func (db *DB) LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (json.RawMessage, error) {
 	var data sql.NullString
-	err := db.pool.QueryRowContext(ctx, `SELECT s.data FROM spans s
-		WHERE s.run_id = (SELECT id FROM runs WHERE owner_id = ? AND session_id = ? ORDER BY started_at DESC LIMIT 1)
-		AND s.kind = ? ORDER BY s.seq DESC LIMIT 1`, ownerID, sessionID, kind).Scan(&data)
+	err := db.pool.QueryRowContext(ctx, latestSpanQuery, ownerID, sessionID, kind).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !data.Valid) {
 		return nil, nil
 	}

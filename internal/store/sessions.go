@@ -54,7 +54,7 @@ func (db *DB) CreateSession(ctx context.Context, s *Session) error {
 		s.State = []byte("{}")
 	}
 	now := ms(db.now())
-	_, err := db.pool.ExecContext(ctx, `INSERT INTO sessions (id, owner_id, title, model, state, summary, summary_seq, temporary, created_at, updated_at)
+	_, err := db.exec(ctx, `INSERT INTO sessions (id, owner_id, title, model, state, summary, summary_seq, temporary, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.OwnerID, s.Title, s.Model, string(s.State), s.Summary, s.SummarySeq, s.Temporary, now, now)
 	switch {
@@ -159,7 +159,7 @@ func (db *DB) ListSessions(ctx context.Context, owner int64, after *SessionCurso
 // updateSession runs one owner-scoped UPDATE; no match is errs.NotFound.
 func (db *DB) updateSession(ctx context.Context, op, set string, id string, owner int64, args ...any) error {
 	args = append(args, ms(db.now()), id, owner)
-	res, err := db.pool.ExecContext(ctx, `UPDATE sessions SET `+set+`, updated_at = ? WHERE id = ? AND owner_id = ?`, args...)
+	res, err := db.exec(ctx, `UPDATE sessions SET `+set+`, updated_at = ? WHERE id = ? AND owner_id = ?`, args...)
 	if isCheck(err) {
 		err = errs.Wrap(errs.Invalid, err, "session state must be JSON")
 	}
@@ -199,25 +199,26 @@ func (db *DB) SetSessionSummary(ctx context.Context, id string, owner int64, sum
 	return db.updateSession(ctx, "set session summary", "summary = ?, summary_seq = ?", id, owner, summary, seq)
 }
 
-// DeleteSession physically deletes the session and, by cascade, its messages.
-// Missing or foreign is errs.NotFound. Call Checkpoint afterwards to flush the
-// deleted content out of the WAL file.
+// DeleteSession physically deletes the session and, by cascade, its messages,
+// runs and spans, then checkpoints the WAL: secure_delete zeroes the freed
+// pages, but until a checkpoint the WAL still holds the old ones, text and all.
+// Missing or foreign is errs.NotFound.
 func (db *DB) DeleteSession(ctx context.Context, id string, owner int64) error {
-	res, err := db.pool.ExecContext(ctx, `DELETE FROM sessions WHERE id = ? AND owner_id = ?`, id, owner)
+	res, err := db.exec(ctx, `DELETE FROM sessions WHERE id = ? AND owner_id = ?`, id, owner)
 	if err == nil {
 		err = mustAffect(res, sessionNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("store: delete session: %w", err)
 	}
-	return nil
+	return db.Checkpoint(ctx)
 }
 
 // AdvanceSessionSummary sets the rolling summary and its watermark only if seq is past
 // the current watermark, so that summaries folded concurrently or late never move it
 // back. It reports whether it changed the session; it does not reorder the sidebar.
 func (db *DB) AdvanceSessionSummary(ctx context.Context, id string, owner int64, summary string, seq int64) (bool, error) {
-	res, err := db.pool.ExecContext(ctx, `UPDATE sessions SET summary = ?, summary_seq = ?
+	res, err := db.exec(ctx, `UPDATE sessions SET summary = ?, summary_seq = ?
 		WHERE id = ? AND owner_id = ? AND summary_seq < ?`, summary, seq, id, owner, seq)
 	if err != nil {
 		return false, fmt.Errorf("store: advance session summary: %w", err)

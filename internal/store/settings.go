@@ -24,7 +24,7 @@ func (db *DB) Setting(ctx context.Context, key string) (string, error) {
 
 // SetSetting inserts or replaces the value under key.
 func (db *DB) SetSetting(ctx context.Context, key, value string) error {
-	_, err := db.pool.ExecContext(ctx, `INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?)
+	_, err := db.exec(ctx, `INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?)
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
 		key, value, ms(db.now()))
 	if err != nil {

@@ -63,9 +63,9 @@ func (db *DB) CreateFirstAdmin(ctx context.Context, username, passwordHash strin
 	now := db.now()
 	u.CreatedAt, u.UpdatedAt = fromMS(ms(now)), fromMS(ms(now))
 	// One statement: the write lock is held from the NOT EXISTS check to the insert.
-	err := db.pool.QueryRowContext(ctx, `INSERT INTO users (username, password_hash, role, disabled, created_at, updated_at)
+	err := db.writeRow(ctx, `INSERT INTO users (username, password_hash, role, disabled, created_at, updated_at)
 		SELECT ?, ?, 'admin', 0, ?, ? WHERE NOT EXISTS (SELECT 1 FROM users)
-		RETURNING id`, username, passwordHash, ms(now), ms(now)).Scan(&u.ID)
+		RETURNING id`, []any{username, passwordHash, ms(now), ms(now)}, &u.ID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return User{}, fmt.Errorf("store: create first admin: %w", errs.E(errs.Conflict, "setup is already done"))
 	}
@@ -88,11 +88,11 @@ func (db *DB) CreateUser(ctx context.Context, u *User) error {
 		return fmt.Errorf("store: create user: %w", err)
 	}
 	now := ms(db.now())
-	err := db.pool.QueryRowContext(ctx, `INSERT INTO users (id, username, password_hash, role, disabled, created_at, updated_at)
+	err := db.writeRow(ctx, `INSERT INTO users (id, username, password_hash, role, disabled, created_at, updated_at)
 		VALUES (max(COALESCE((SELECT MAX(id) FROM users), 0),
 		            COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = '`+metaDeletedUserID+`'), 0)) + 1,
 		        ?, ?, ?, ?, ?, ?) RETURNING id`,
-		u.Username, u.PasswordHash, u.Role, u.Disabled, now, now).Scan(&u.ID)
+		[]any{u.Username, u.PasswordHash, u.Role, u.Disabled, now, now}, &u.ID)
 	if isUnique(err) {
 		return fmt.Errorf("store: create user: %w", errs.Wrap(errs.Conflict, err, "the username %q is taken", u.Username))
 	}
@@ -261,16 +261,17 @@ func (db *DB) UserSessionIDs(ctx context.Context, userID int64) ([]string, error
 // userRows deletes everything of a user, table by table, leaves before their
 // parents. The foreign keys' cascades would reach most of it from the users row;
 // the list is spelled out so that no table is missed by accident, and it also
-// names what no foreign key reaches: the memory_vectors virtual table, the
-// settings keyed "<area>.user.<id>" and the user's wrapped data key. Audit entries
+// names what no foreign key reaches: memory_bits and memory_vector_versions
+// (kept by triggers, so the versions row goes last), the settings keyed "<area>.user.<id>" and the user's wrapped data key. Audit entries
 // about the user go with them; entries they made as an admin stay, their actor set
 // to NULL by the foreign key (the record of what was done to others outlives its
 // actor). TestDeleteUser checks every table with an owner or user column.
 var userRows = []string{
-	`DELETE FROM memory_vectors WHERE owner_id = ?1`,
+	`DELETE FROM memory_bits WHERE owner_id = ?1`,
 	`DELETE FROM memory_embeddings WHERE seq IN (SELECT seq FROM memories WHERE owner_id = ?1)`,
 	`DELETE FROM memory_terms WHERE owner_id = ?1`,
 	`DELETE FROM memories WHERE owner_id = ?1`,
+	`DELETE FROM memory_vector_versions WHERE owner_id = ?1`,
 	`DELETE FROM spans WHERE run_id IN (SELECT id FROM runs WHERE owner_id = ?1)`,
 	`DELETE FROM runs WHERE owner_id = ?1`,
 	`DELETE FROM session_leases WHERE session_id IN (SELECT id FROM sessions WHERE owner_id = ?1)`,

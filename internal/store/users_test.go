@@ -252,7 +252,7 @@ func TestDeleteUser(t *testing.T) {
 	bobBefore := ownedRows(t, db, bob.ID)
 	annBefore := ownedRows(t, db, ann.ID)
 	for _, k := range []string{"sessions.owner_id", "runs.owner_id", "memories.owner_id", "memory_terms.owner_id",
-		"memory_vectors.owner_id", "logins.user_id", "data_keys.owner_id", "audit_log.subject_id", "users.id", "settings"} {
+		"memory_bits.owner_id", "memory_vector_versions.owner_id", "logins.user_id", "data_keys.owner_id", "audit_log.subject_id", "users.id", "settings"} {
 		if annBefore[k] == 0 {
 			t.Fatalf("the fixture gave ann no row in %s: %v", k, annBefore)
 		}

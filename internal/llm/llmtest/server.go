@@ -114,6 +114,9 @@ type Server struct {
 	// RequireKey, when set, makes every request without this key (as a bearer
 	// token or x-api-key) fail with 401.
 	RequireKey string
+	// Unrecorded, set before the first request, keeps no Requests (a load
+	// test's thousands of bodies would count in its memory figures).
+	Unrecorded bool
 
 	srv  *httptest.Server
 	done chan struct{}
@@ -199,7 +202,9 @@ func (s *Server) record(next http.Handler) http.Handler {
 			rec.Chat = parseAnthropic(body)
 		}
 		s.mu.Lock()
-		s.reqs = append(s.reqs, rec)
+		if !s.Unrecorded {
+			s.reqs = append(s.reqs, rec)
+		}
 		want := s.RequireKey
 		s.mu.Unlock()
 		if want != "" && r.Header.Get("Authorization") != "Bearer "+want && r.Header.Get("X-Api-Key") != want {

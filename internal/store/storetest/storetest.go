@@ -75,3 +75,12 @@ func Pool(tb testing.TB, db *store.DB) *sql.DB {
 	tb.Helper()
 	return testpool.Of(db)
 }
+
+// WriterExec runs query on db's one writer connection, e.g. a per-connection
+// pragma such as max_page_count that only the writer's writes obey.
+func WriterExec(tb testing.TB, db *store.DB, query string, args ...any) {
+	tb.Helper()
+	if _, err := testpool.Writer(db).ExecContext(context.Background(), query, args...); err != nil {
+		tb.Fatalf("storetest: exec %q: %v", query, err)
+	}
+}

@@ -7,3 +7,7 @@ import "database/sql"
 
 // Of returns the pool of a *store.DB; package store sets it in init.
 var Of func(db any) *sql.DB
+
+// Writer returns the writer connection's pool of a *store.DB (one connection),
+// for tests that set a per-connection pragma on it.
+var Writer func(db any) *sql.DB
