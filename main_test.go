@@ -25,6 +25,12 @@ type runningApp struct {
 // SIGTERM) when the test ends, failing the test if shutdown returns an error.
 func startApp(t testing.TB, env map[string]string) *runningApp {
 	t.Helper()
+	return startAppLog(t, env, testWriter{t})
+}
+
+// startAppLog is startApp with the server log written to logw.
+func startAppLog(t testing.TB, env map[string]string, logw io.Writer) *runningApp {
+	t.Helper()
 	dir := t.TempDir()
 	if env == nil {
 		env = map[string]string{}
@@ -44,7 +50,7 @@ func startApp(t testing.TB, env map[string]string) *runningApp {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, nil, func(k string) string { return env[k] }, os.Stdout, testWriter{t}, ready)
+		done <- run(ctx, nil, func(k string) string { return env[k] }, os.Stdout, logw, ready)
 	}()
 	var addr string
 	select {
