@@ -14,7 +14,7 @@ import (
 	"atrium/internal/crypto"
 )
 
-// backupCommand is `atrium backup [-data DIR] PATH` and
+// backupCommand is `atrium backup [-data DIR] PATH|-` and
 // `atrium restore [-data DIR] [-key FILE] PATH`. Both work in the scratch image (no
 // shell): `docker exec atrium /atrium backup /data/backup.db`.
 func backupCommand(ctx context.Context, name string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -34,7 +34,7 @@ func backupCommand(ctx context.Context, name string, args []string, getenv func(
 		}
 	} else {
 		fs.Usage = func() {
-			fmt.Fprintln(stderr, "usage: atrium backup [-data DIR] BACKUP_FILE\n\nWrites a consistent copy of the database (mode 0600; never overwrites), also while Atrium runs.")
+			fmt.Fprintln(stderr, "usage: atrium backup [-data DIR] BACKUP_FILE|-\n\nWrites a consistent copy of the database (mode 0600; never overwrites; - = standard output), also while Atrium runs.")
 			fs.PrintDefaults()
 		}
 	}
@@ -51,12 +51,23 @@ func backupCommand(ctx context.Context, name string, args []string, getenv func(
 	path := fs.Arg(0)
 
 	if name == "backup" {
-		n, err := backup.Backup(ctx, *dataDir, path)
+		report := stdout
+		var n int64
+		var err error
+		if path == "-" {
+			// To standard output, for `docker exec atrium /atrium backup - > file`: no
+			// copy is left in the volume (the image has no rm) and the file on the
+			// host is the host user's.
+			report, path = stderr, "standard output"
+			n, err = backupToWriter(ctx, *dataDir, stdout)
+		} else {
+			n, err = backup.Backup(ctx, *dataDir, path)
+		}
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "wrote %s (%d bytes), a copy of %s\n", path, n, filepath.Join(*dataDir, crypto.DatabaseFile))
-		fmt.Fprintf(stdout, "It does not hold the master key: keep a copy of %s (or of your ATRIUM_MASTER_KEY) apart from it; without the key the sealed secrets and memories in the backup cannot be read.\n",
+		fmt.Fprintf(report, "wrote %s (%d bytes), a copy of %s\n", path, n, filepath.Join(*dataDir, crypto.DatabaseFile))
+		fmt.Fprintf(report, "It does not hold the master key: keep a copy of %s (or of your ATRIUM_MASTER_KEY) apart from it; without the key the sealed secrets and memories in the backup cannot be read.\n",
 			filepath.Join(*dataDir, crypto.MasterKeyFile))
 		return nil
 	}
@@ -69,6 +80,29 @@ func backupCommand(ctx context.Context, name string, args []string, getenv func(
 			filepath.Join(*dataDir, crypto.MasterKeyFile))
 	}
 	return nil
+}
+
+// backupToWriter writes the backup to a private temporary directory, then to w.
+func backupToWriter(ctx context.Context, dataDir string, w io.Writer) (int64, error) {
+	dir, err := os.MkdirTemp("", "atrium-backup-")
+	if err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, crypto.DatabaseFile)
+	if _, err := backup.Backup(ctx, dataDir, tmp); err != nil {
+		return 0, err
+	}
+	f, err := os.Open(tmp)
+	if err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	defer f.Close()
+	n, err := io.Copy(w, f)
+	if err != nil {
+		return n, fmt.Errorf("backup: write to standard output: %w", err)
+	}
+	return n, nil
 }
 
 // ownershipHint adds what to do to a "permission denied" on the data directory: the

@@ -120,6 +120,22 @@ func TestBackupRestoreLive(t *testing.T) {
 		!strings.Contains(string(out), "refusing to overwrite") {
 		t.Errorf("backup over an existing file: err %v, output %s", err, out)
 	}
+	// To standard output (the Docker route): the same database, and nothing on stdout
+	// but the database.
+	cmd := exec.Command(bin, "backup", "-data", data, "-")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("backup -: %v\n%s", err, stderr.String())
+	}
+	streamed := filepath.Join(tmp, "streamed.db")
+	os.WriteFile(streamed, stdout.Bytes(), 0o600)
+	if out, err := exec.Command(bin, "restore", "-data", filepath.Join(tmp, "from-stdout"), streamed).CombinedOutput(); err != nil {
+		t.Errorf("restore of the streamed backup: %v\n%s", err, out)
+	}
+	if !strings.Contains(stderr.String(), "master.key") {
+		t.Errorf("backup - says nothing about the master key on stderr: %s", stderr.String())
+	}
 	first.stop(t)
 
 	// The copy is intact and holds what was committed before it started.
