@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"atrium/internal/backup"
 	"atrium/internal/crypto"
@@ -109,9 +110,16 @@ func backupToWriter(ctx context.Context, dataDir string, w io.Writer) (int64, er
 // usual cause is files copied in as root (docker cp restores as root) while Atrium
 // runs as another user (uid 65532 in the image).
 func ownershipHint(err error, dataDir string) error {
-	if !errors.Is(err, fs.ErrPermission) {
-		return err
+	var pe *fs.PathError
+	if !errors.Is(err, fs.ErrPermission) || !errors.As(err, &pe) || !inDir(pe.Path, dataDir) {
+		return err // e.g. an ATRIUM_MASTER_KEY_FILE elsewhere: its own error says which file
 	}
 	return fmt.Errorf("%w (every file in the data directory %s must belong to the user Atrium runs as: run chown -R %d:%d %s; for a Docker volume: docker run --rm -v VOLUME:/data busybox chown -R %d:%d /data, see docs/docker.md)",
 		err, dataDir, os.Getuid(), os.Getgid(), dataDir, os.Getuid(), os.Getgid())
+}
+
+// inDir reports whether path is dir or inside it.
+func inDir(path, dir string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

@@ -210,9 +210,9 @@ func TestRootOwnedDataDirSaysWhatToDo(t *testing.T) {
 	for _, d := range []string{filepath.Dir(bin), filepath.Dir(filepath.Dir(bin))} {
 		os.Chmod(d, 0o755)
 	}
-	asUser := func(args ...string) (string, error) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = []string{"ATRIUM_ADDR=127.0.0.1:0", "ATRIUM_DATA=" + data, "ATRIUM_LOG_LEVEL=warn"}
+	asUser := func(env ...string) (string, error) {
+		cmd := exec.Command(bin)
+		cmd.Env = append([]string{"ATRIUM_ADDR=127.0.0.1:0", "ATRIUM_DATA=" + data, "ATRIUM_LOG_LEVEL=warn"}, env...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -237,6 +237,16 @@ func TestRootOwnedDataDirSaysWhatToDo(t *testing.T) {
 	}
 	if !strings.Contains(out, "permission denied") || !strings.Contains(out, "chown -R 65532:65532") {
 		t.Errorf("start-up error does not say to chown the data directory:\n%s", out)
+	}
+
+	// An unreadable key file outside the data directory is named, without the chown advice
+	// for the data directory.
+	rootKey := filepath.Join(tmp, "root-only-key")
+	os.WriteFile(rootKey, []byte(strings.Repeat("ab", 32)), 0o600)
+	out, err = asUser("ATRIUM_MASTER_KEY_FILE=" + rootKey)
+	if err == nil || !strings.Contains(out, "ATRIUM_MASTER_KEY_FILE") || !strings.Contains(out, "permission denied") ||
+		strings.Contains(out, "chown") {
+		t.Errorf("unreadable ATRIUM_MASTER_KEY_FILE: %v\n%s", err, out)
 	}
 
 	// The restore route: a backup restored as root into a directory owned by 65532.
