@@ -405,6 +405,9 @@ func checkBaseURL(v string) (string, error) {
 
 func writeUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: atrium [flags]
+       atrium backup [-data DIR] FILE|-     consistent copy of the database, also while Atrium runs
+       atrium restore [-data DIR] [-key MASTER_KEY] FILE   into a new, empty data directory
+       atrium version | atrium healthcheck
 
 Atrium is a self-hosted AI agent. Every setting is a flag or an environment
 variable; a flag overrides its variable, which overrides the default.
