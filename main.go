@@ -43,8 +43,16 @@ type configError struct{ error }
 // stop accepting, cancel in-flight replies and save their partial text, close the
 // database. ready, when not nil, receives the listening address once serving.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready chan<- string) error {
-	if len(args) > 0 && args[0] == "healthcheck" {
-		return healthcheck(getenv)
+	// Subcommands; anything else is the server's flags.
+	if len(args) > 0 {
+		switch args[0] {
+		case "healthcheck":
+			return healthcheck(getenv)
+		case "version":
+			return printVersion(stdout)
+		case "backup", "restore":
+			return backupCommand(ctx, args[0], args[1:], getenv, stdout, stderr)
+		}
 	}
 	cfg, err := config.Load(args, getenv, stdout)
 	if err != nil {
@@ -56,6 +64,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	atrium, err := app.New(ctx, cfg, app.Options{Log: log})
 	if err != nil {
+		err = ownershipHint(err, cfg.DataDir)
 		if ce := (*app.ConfigError)(nil); errors.As(err, &ce) {
 			return configError{err}
 		}

@@ -84,7 +84,16 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, &ConfigError{fmt.Errorf("data directory %s: %w", cfg.DataDir, err)}
 	}
-	master, created, err := crypto.LoadMasterKey(cfg.DataDir, cfg.MasterKey)
+	var (
+		master []byte
+		err    error
+	)
+	created := false
+	if cfg.MasterKeyFile != "" {
+		master, err = crypto.LoadMasterKeyFile(cfg.MasterKeyFile)
+	} else {
+		master, created, err = crypto.LoadMasterKey(cfg.DataDir, cfg.MasterKey)
+	}
 	if err != nil {
 		return nil, &ConfigError{err}
 	}

@@ -22,6 +22,7 @@ type Config struct {
 	Addr              string        // listen address, host:port; ATRIUM_ADDR, -addr
 	DataDir           string        // data directory (database, key file); ATRIUM_DATA, -data
 	MasterKey         string        // "" = use the key file in DataDir; ATRIUM_MASTER_KEY, -master-key. Secret.
+	MasterKeyFile     string        // a file holding the master key (a Docker secret); ATRIUM_MASTER_KEY_FILE, -master-key-file
 	LogLevel          slog.Level    // ATRIUM_LOG_LEVEL, -log-level
 	BaseURL           string        // public origin behind a proxy, "scheme://host[:port]" with no trailing slash; "" = derive from requests
 	MaxMessageBytes   int           // largest chat message accepted, 1..10 MiB
@@ -43,8 +44,11 @@ type Config struct {
 // LogValue keeps the master key out of logs: slog.Info("config", "config", cfg) is safe.
 func (c Config) LogValue() slog.Value {
 	key := "key file"
-	if c.MasterKey != "" {
+	switch {
+	case c.MasterKey != "":
 		key = "set (redacted)"
+	case c.MasterKeyFile != "":
+		key = "from " + c.MasterKeyFile
 	}
 	return slog.GroupValue(
 		slog.String("addr", c.Addr),
@@ -108,6 +112,12 @@ var settings = []setting{
 		help: "master key; empty = a key file in the data directory. Prefer the env variable: flags are visible in ps",
 		set: func(c *Config, v string) error {
 			c.MasterKey = v
+			return nil
+		}},
+	{flag: "master-key-file", env: "ATRIUM_MASTER_KEY_FILE", def: "", arg: "path",
+		help: "file holding the master key (as 64 hex characters or base64), e.g. a Docker secret /run/secrets/atrium_master_key; keeps the key out of docker inspect",
+		set: func(c *Config, v string) error {
+			c.MasterKeyFile = v
 			return nil
 		}},
 	{flag: "log-level", env: "ATRIUM_LOG_LEVEL", def: "info", arg: "level",
@@ -263,6 +273,9 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 			return Config{}, fmt.Errorf("config: %s: %v", name, err)
 		}
 	}
+	if c.MasterKey != "" && c.MasterKeyFile != "" {
+		return Config{}, errors.New("config: ATRIUM_MASTER_KEY and ATRIUM_MASTER_KEY_FILE are both set: set one of them")
+	}
 	if (c.EmbeddingsURL == "") != (c.EmbeddingsModel == "") {
 		return Config{}, errors.New("config: ATRIUM_EMBEDDINGS_URL and ATRIUM_EMBEDDINGS_MODEL go together: set both or neither")
 	}
@@ -392,6 +405,9 @@ func checkBaseURL(v string) (string, error) {
 
 func writeUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: atrium [flags]
+       atrium backup [-data DIR] FILE|-     consistent copy of the database, also while Atrium runs
+       atrium restore [-data DIR] [-key MASTER_KEY] FILE   into a new, empty data directory
+       atrium version | atrium healthcheck
 
 Atrium is a self-hosted AI agent. Every setting is a flag or an environment
 variable; a flag overrides its variable, which overrides the default.

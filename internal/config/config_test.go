@@ -121,6 +121,8 @@ func TestLoadErrors(t *testing.T) {
 		getenv  func(string) string
 		wantErr string
 	}{
+		{"key and key file", nil, env("ATRIUM_MASTER_KEY", secret, "ATRIUM_MASTER_KEY_FILE", "/run/secrets/k"),
+			"config: ATRIUM_MASTER_KEY and ATRIUM_MASTER_KEY_FILE are both set: set one of them"},
 		{"bad trusted proxy", nil, env("ATRIUM_TRUSTED_PROXIES", "10.0.0.0/8,proxy.local"),
 			`config: ATRIUM_TRUSTED_PROXIES: "proxy.local" is not a CIDR (e.g. 10.0.0.0/8) or an IP address`},
 		{"env not a number", nil, env("ATRIUM_MAX_MESSAGE_BYTES", "abc"),

@@ -445,3 +445,51 @@ func TestLoadMasterKeyMissingBesideDatabase(t *testing.T) {
 		t.Fatalf("with ATRIUM_MASTER_KEY: %v", err)
 	}
 }
+
+// ATRIUM_MASTER_KEY_FILE: a Docker secret holds the key as hex or base64 (a master.key
+// file too); a bad one is refused without showing its content; nothing is written.
+func TestLoadMasterKeyFile(t *testing.T) {
+	want := make([]byte, crypto.KeySize)
+	for i := range want {
+		want[i] = byte(i*11 + 3)
+	}
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"hex with newline": hex.EncodeToString(want) + "\n",
+		"base64":           base64.StdEncoding.EncodeToString(want),
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
+		if err := os.WriteFile(path, []byte(content), 0o444); err != nil { // Docker mounts secrets 0444
+			t.Fatal(err)
+		}
+		got, err := crypto.LoadMasterKeyFile(path)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: got %x, %v", name, got, err)
+		}
+	}
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("not-a-key-but-secret-text"), 0o600)
+	if _, err := crypto.LoadMasterKeyFile(bad); err == nil || strings.Contains(err.Error(), "secret-text") ||
+		!strings.Contains(err.Error(), "ATRIUM_MASTER_KEY_FILE") {
+		t.Errorf("bad key file: %v", err)
+	}
+	if _, err := crypto.LoadMasterKeyFile(filepath.Join(dir, "missing")); err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing key file: %v", err)
+	}
+
+	// WriteMasterKeyFile (restore) writes 0600 and never replaces a key.
+	data := t.TempDir()
+	if err := crypto.WriteMasterKeyFile(data, want); err != nil {
+		t.Fatal(err)
+	}
+	got, created, err := crypto.LoadMasterKey(data, "")
+	if err != nil || created || !bytes.Equal(got, want) {
+		t.Fatalf("reading the written key: %x %v %v", got, created, err)
+	}
+	if err := crypto.WriteMasterKeyFile(data, make([]byte, crypto.KeySize)); err == nil {
+		t.Error("WriteMasterKeyFile replaced an existing key")
+	}
+	if got, _, _ := crypto.LoadMasterKey(data, ""); !bytes.Equal(got, want) {
+		t.Error("the existing key changed")
+	}
+}

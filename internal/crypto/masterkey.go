@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -65,6 +66,45 @@ func LoadMasterKey(dataDir, fromEnv string) (key []byte, created bool, err error
 		return nil, false, err
 	}
 	return key, created, nil
+}
+
+// LoadMasterKeyFile reads a master key from a file of its own (ATRIUM_MASTER_KEY_FILE,
+// e.g. a Docker secret under /run/secrets), written like ATRIUM_MASTER_KEY: 64 hex
+// characters or base64, surrounding white space ignored (so a master.key file works
+// too). Its mode is not checked: a secret mount is the operator's to protect, and
+// Docker mounts them 0444. Errors never contain the key.
+func LoadMasterKeyFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("crypto: ATRIUM_MASTER_KEY_FILE: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return nil, fmt.Errorf("crypto: ATRIUM_MASTER_KEY_FILE %s: %w", path, err)
+	}
+	key, err := parseEnvKey(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("crypto: ATRIUM_MASTER_KEY_FILE %s: %w", path, err)
+	}
+	return key, nil
+}
+
+// WriteMasterKeyFile writes key as dataDir/master.key (mode 0600), as on first run;
+// it refuses to replace an existing file.
+func WriteMasterKeyFile(dataDir string, key []byte) error {
+	if len(key) != KeySize {
+		return fmt.Errorf("crypto: master key must be %d bytes", KeySize)
+	}
+	path := filepath.Join(dataDir, MasterKeyFile)
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("crypto: %s already exists; refusing to replace a master key", path)
+	}
+	_, created, err := writeKeyFile(dataDir, path, key)
+	if err == nil && !created {
+		return fmt.Errorf("crypto: %s already exists; refusing to replace a master key", path)
+	}
+	return err
 }
 
 // parseEnvKey decodes a key given as hex or base64. Its errors describe the shape
@@ -130,6 +170,12 @@ func createKeyFile(dataDir, path string) (key []byte, created bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
+	return writeKeyFile(dataDir, path, key)
+}
+
+// writeKeyFile writes key to path (see createKeyFile); if path exists already, the key
+// in it is returned instead, with created == false.
+func writeKeyFile(dataDir, path string, key []byte) (_ []byte, created bool, err error) {
 	content := []byte(hex.EncodeToString(key) + "\n")
 
 	tmp, err := os.CreateTemp(dataDir, ".master.key.*") // mode 0600

@@ -160,7 +160,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 		t.Fatal("opened a database from the future")
 	}
 	want := "database schema version 999 is newer than this Atrium understands"
-	if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "upgrade Atrium") {
+	if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "Upgrade Atrium") || !strings.Contains(err.Error(), "restore the backup") {
 		t.Errorf("error %q does not explain the problem", err)
 	}
 }

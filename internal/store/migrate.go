@@ -93,7 +93,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		return err
 	}
 	if current > known {
-		return fmt.Errorf("store: database schema version %d is newer than this Atrium understands (%d); upgrade Atrium or use another data directory", current, known)
+		return fmt.Errorf("store: database schema version %d is newer than this Atrium understands (%d): a newer Atrium has migrated it. Upgrade Atrium to that version again, or, to roll back, restore the backup taken before the upgrade into a fresh data directory", current, known)
 	}
 	for _, m := range list {
 		if m.version <= current {

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package backup
+
+import "io/fs"
+
+func chownLike(string, fs.FileInfo) {}
