@@ -59,7 +59,7 @@ func relayToken(i int) string {
 // first received frame that shows it. It fails if a token is lost or reordered or the
 // final frame is not the whole reply.
 func BenchmarkStreamRelay(b *testing.B) {
-	for _, sessions := range []int{1, 100} {
+	for _, sessions := range []int{1, 100, 200} {
 		b.Run(fmt.Sprintf("sessions=%d", sessions), func(b *testing.B) {
 			benchmarkRelay(b, sessions)
 		})
