@@ -325,8 +325,12 @@ func TestAgentStdioKill(t *testing.T) {
 	t.Parallel()
 	node := needNode(t)
 	c := newChat(t)
+	applied := time.Now()
 	c.sup.Apply(context.Background(), []mcp.ServerConfig{everythingStdio(node, "everything")})
 	c.waitState(t, "everything", 30*time.Second, mcp.StateReady)
+	// Recovery is a restart of the server, so on a loaded machine it may take as long as
+	// the first start did; the bound is 3 s or that start plus 1 s, whichever is longer.
+	recoverBound := max(3*time.Second, time.Since(applied)+time.Second)
 
 	// The model: after a tool result it answers; otherwise a user message
 	// starting with "slow" calls the long-running operation, and any other
@@ -446,8 +450,8 @@ func TestAgentStdioKill(t *testing.T) {
 		if hidden == 0 || back == 0 {
 			t.Errorf("the supervisor did not go degraded then ready after the kill; states %v", c.rec.states("everything"))
 		}
-		if usable > 3*time.Second {
-			t.Errorf("kill to a successful echo turn took %s, want ≤ 3s", usable)
+		if usable > recoverBound {
+			t.Errorf("kill to a successful echo turn took %s, want ≤ %s", usable, recoverBound.Round(time.Millisecond))
 		}
 		if pid := c.sup.ChildPID("everything"); pid == 0 || pid == oldPID {
 			t.Errorf("child pid %d after recovery (killed %d)", pid, oldPID)
