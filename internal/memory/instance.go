@@ -183,10 +183,25 @@ func (s *Service) LoadInstance(ctx context.Context, def Instance, defKey string)
 	if err != nil && !errs.Is(err, errs.NotFound) {
 		return errors.Join(loadErr, fmt.Errorf("memory: instance settings: %w", err))
 	}
+	want := IndexVersion + "|" + s.EmbedderName()
+	if have == "" {
+		// Never indexed. Without memories there is nothing to rebuild: the index is
+		// current at once, so the first searches of a new instance do not wait, lexical
+		// only, for the background Reindex to get its turn (on a loaded machine it came
+		// after the first saves). With memories, Reindex must finish before vectors count.
+		stats, err := s.db.MemoryStatsByOwner(ctx)
+		if err == nil && len(stats) == 0 {
+			err = s.db.SetSetting(ctx, indexSetting, want)
+			if err == nil {
+				have = want
+			}
+		}
+		if err != nil {
+			return errors.Join(loadErr, fmt.Errorf("memory: instance settings: %w", err))
+		}
+	}
 	s.inst.mu.Lock()
-	// Never indexed (have is ""): stale too. The first Reindex marks it current at
-	// once when there are no memories, and otherwise must finish before vectors count.
-	s.inst.stale = have != IndexVersion+"|"+s.inst.name
+	s.inst.stale = have != want
 	s.inst.mu.Unlock()
 	return loadErr
 }

@@ -410,3 +410,32 @@ func TestUnreadableInstanceSettings(t *testing.T) {
 		t.Errorf("with the row unreadable the defaults are not in force: %+v", got)
 	}
 }
+
+// TestNewInstanceSearchesVectorsAtOnce: a database that never held a memory has
+// nothing to reindex, so its first searches use vectors at once instead of staying
+// lexical until the background Reindex gets its turn (on a loaded machine that came
+// after the first saves, and extraction's near-duplicate and contradiction checks,
+// which need similarities, then passed over a memory they should have replaced).
+// With memories and no index, search stays lexical until Reindex has run.
+func TestNewInstanceSearchesVectorsAtOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ok(t, f.svc.LoadInstance(ctx, DefaultInstance, ""))
+	_, err := f.svc.Save(ctx, f.ann, KindFact, "I live in Berlin", Source{Kind: SourceManual}, 0.9)
+	ok(t, err)
+	res, err := f.svc.Search(ctx, f.ann, "I live in Lisbon", 3)
+	ok(t, err)
+	if res.LexicalOnly || len(res.Hits) == 0 || res.Hits[0].Similarity == 0 {
+		t.Fatalf("a new instance's first search: lexical only %v, hits %+v; want vector similarities", res.LexicalOnly, res.Hits)
+	}
+
+	// The same database with its index marker gone: memories exist, so it is stale.
+	if _, err := storetest.Pool(t, f.db).Exec(`DELETE FROM settings WHERE key = ?`, indexSetting); err != nil {
+		t.Fatal(err)
+	}
+	svc := NewService(f.db, f.svc.keys, HashEmbedder{})
+	ok(t, svc.LoadInstance(ctx, DefaultInstance, ""))
+	if res, err := svc.Search(ctx, f.ann, "I live in Lisbon", 3); err != nil || !res.LexicalOnly {
+		t.Fatalf("memories without an index: lexical only %v (err %v); want lexical until Reindex", res.LexicalOnly, err)
+	}
+}
