@@ -34,13 +34,15 @@ func ExtendTail(old, add []byte, html string) (string, bool) {
 // be plain text too: the HTML ends with that same run of plain characters followed only
 // by block closing tags (so not inside a link or code).
 func extendText(old, add []byte, html string) (string, bool) {
-	if bytes.IndexByte(add, '\n') >= 0 || !inlineWords(add) || containsFold(add, "www") {
+	// Only ' ' separates words here: a '\r' is a line ending too, and a trailing tab or
+	// '\r' is dropped by Render, so any whitespace but ' ' goes to a full render.
+	if bytes.ContainsAny(add, "\n\r\t\v\f") || !inlineWords(add) || containsFold(add, "www") {
 		return "", false
 	}
 	if add[0] != ' ' && old[len(old)-1] != ' ' {
 		return "", false // add would join the last word
 	}
-	line := old[bytes.LastIndexByte(old, '\n')+1:]
+	line := old[bytes.LastIndexAny(old, "\r\n")+1:]
 	if !inlineLine(line) {
 		return "", false
 	}
