@@ -269,20 +269,8 @@ func (s *Service) Save(ctx context.Context, owner int64, kind, text string, sour
 	if math.IsNaN(confidence) || confidence < 0 || confidence > 1 {
 		return Memory{}, errs.E(errs.Invalid, "Confidence must be between 0 and 1.")
 	}
-	text, err := cleanText(text)
-	if err != nil {
-		return Memory{}, err
-	}
-	k, err := s.ownerKeys(ctx, owner)
-	if err != nil {
-		return Memory{}, err
-	}
-	ix, n, err := s.index(ctx, k, text)
-	if err != nil {
-		return Memory{}, err
-	}
 	id := "mem_" + strings.ToLower(rand.Text())
-	sealed, err := s.keys.Seal(ctx, owner, []byte(text), sealAD(id, owner))
+	text, sealed, ix, n, err := s.prepare(ctx, owner, id, text)
 	if err != nil {
 		return Memory{}, fmt.Errorf("memory: save: %w", err)
 	}
@@ -295,23 +283,30 @@ func (s *Service) Save(ctx context.Context, owner int64, kind, text string, sour
 	return fromRecord(*rec, text), nil
 }
 
+// prepare cleans text and makes what a save or update of memory id writes: the
+// sealed text, its index rows (terms and vector) and its term count.
+func (s *Service) prepare(ctx context.Context, owner int64, id, text string) (string, []byte, store.MemoryIndex, int, error) {
+	text, err := cleanText(text)
+	if err != nil {
+		return "", nil, store.MemoryIndex{}, 0, err
+	}
+	k, err := s.ownerKeys(ctx, owner)
+	if err != nil {
+		return "", nil, store.MemoryIndex{}, 0, err
+	}
+	ix, n, err := s.index(ctx, k, text)
+	if err != nil {
+		return "", nil, store.MemoryIndex{}, 0, err
+	}
+	sealed, err := s.keys.Seal(ctx, owner, []byte(text), sealAD(id, owner))
+	return text, sealed, ix, n, err
+}
+
 // Update replaces the text of owner's memory id in place, with its terms and
 // vector: the old text is gone, not kept beside the new one. Another owner's id
 // is errs.NotFound.
 func (s *Service) Update(ctx context.Context, owner int64, id, text string) (Memory, error) {
-	text, err := cleanText(text)
-	if err != nil {
-		return Memory{}, err
-	}
-	k, err := s.ownerKeys(ctx, owner)
-	if err != nil {
-		return Memory{}, err
-	}
-	ix, n, err := s.index(ctx, k, text)
-	if err != nil {
-		return Memory{}, err
-	}
-	sealed, err := s.keys.Seal(ctx, owner, []byte(text), sealAD(id, owner))
+	text, sealed, ix, n, err := s.prepare(ctx, owner, id, text)
 	if err != nil {
 		return Memory{}, fmt.Errorf("memory: update: %w", err)
 	}

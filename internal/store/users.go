@@ -155,10 +155,7 @@ func (db *DB) ListUsers(ctx context.Context) ([]User, error) {
 // errs.NotFound.
 func (db *DB) SetUserDisabled(ctx context.Context, id int64, disabled bool) error {
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		u, err := scanUser(tx.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return errs.E(errs.NotFound, "user not found")
-		}
+		u, err := userInTx(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -188,10 +185,7 @@ func (db *DB) SetUserRole(ctx context.Context, id int64, role string) error {
 		return fmt.Errorf("store: set user role: %w", err)
 	}
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		u, err := scanUser(tx.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return errs.E(errs.NotFound, "user not found")
-		}
+		u, err := userInTx(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -295,10 +289,7 @@ func (db *DB) DeleteUser(ctx context.Context, id int64) error {
 		return fmt.Errorf("store: delete user: %w", errs.E(errs.NotFound, "user not found"))
 	}
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		u, err := scanUser(tx.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return errs.E(errs.NotFound, "user not found")
-		}
+		u, err := userInTx(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -320,4 +311,14 @@ func (db *DB) DeleteUser(ctx context.Context, id int64) error {
 		return fmt.Errorf("store: delete user: %w", err)
 	}
 	return db.Checkpoint(ctx)
+}
+
+// userInTx reads user id inside tx (errs.NotFound when missing), for the changes
+// that check the user before writing.
+func userInTx(ctx context.Context, tx *sql.Tx, id int64) (User, error) {
+	u, err := scanUser(tx.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return User{}, errs.E(errs.NotFound, "user not found")
+	}
+	return u, err
 }
