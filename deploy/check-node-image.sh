@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks an image built from deploy/node.Dockerfile: it runs as uid 65532 with a writable
+# Checks an image built from deploy/node.Dockerfile (or deploy/uv.Dockerfile): it runs as uid 65532 with a writable
 # HOME, and Atrium in it starts a stdio MCP server with `npx -y` (a download from the npm
 # registry) until the server is ready and its tools are listed.
 #   deploy/check-node-image.sh atrium:node [KEY=VALUE ...]
@@ -19,6 +19,11 @@ fail() { echo "FAIL: $*" >&2; docker logs "$name" 2>&1 | tail -20 >&2 || true; e
 echo "== user and HOME"
 docker run --rm --entrypoint sh "$image" -c \
 	'set -e; test "$(id -u)" = 65532; test "$HOME" = /home/atrium; mkdir -p "$HOME/.npm"; echo "uid $(id -u), npm cache $(npm config get cache)"'
+
+if docker run --rm --entrypoint sh "$image" -c 'command -v uvx' >/dev/null 2>&1; then
+	echo "== uv and uvx run as uid 65532"
+	docker run --rm --entrypoint sh "$image" -c 'set -e; uv --version; uvx --version; python3 --version; uv cache dir' || fail "uvx"
+fi
 
 echo "== Atrium starts $server with npx"
 docker run -d --init --name "$name" --network host -e ATRIUM_ADDR=$addr "$image" >/dev/null
