@@ -191,6 +191,15 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	}
 
 	a.MCP = mcp.NewSupervisor(a.Tools, log, nil)
+	if a.lock != nil {
+		// Kill the stdio servers a crashed predecessor left running, before starting ours.
+		for _, f := range mcp.ChildFiles(a.lock.dir, a.lock.alive) {
+			if _, err := mcp.ReapChildFile(f, log); err != nil {
+				log.Warn("mcp: could not read the children of a stopped process", "err", err)
+			}
+		}
+		a.MCP.Children = mcp.NewChildFile(a.lock.childFile())
+	}
 	a.Web = web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: a.Agent, Hub: a.Hub, Providers: a.Providers,
 		Recorder: a.Recorder, MCP: a.MCP, Memory: a.Memory, CSRFKey: csrfKey, Log: log, Now: o.Now, NewID: uuid.NewString})
 	a.MCP.Subscribe(a.Web.MCPChanged)

@@ -49,6 +49,9 @@ func lockInstance(dataDir string) (*instanceLock, error) {
 
 func (l *instanceLock) path(id string) string { return filepath.Join(l.dir, id+".lock") }
 
+// childFile is where this instance records its MCP servers' process groups.
+func (l *instanceLock) childFile() string { return filepath.Join(l.dir, l.id+".children") }
+
 // alive reports whether instance id still runs. A file that is missing or can be locked
 // means no: the locked file of a dead instance is removed on the way. When in doubt (an
 // odd name, an I/O error) the answer is yes, which only means waiting for the lease.

@@ -37,6 +37,7 @@ type conn struct {
 	pgid       int           // the child's process group
 	stderrR    *os.File      // read end of the child's stderr
 	stderrDone chan struct{} // closed when the child's stderr reached EOF
+	children   *ChildFile    // where the child's group is recorded (nil: nowhere)
 
 	closeOnce sync.Once
 }
@@ -82,6 +83,7 @@ func (c *conn) close() {
 		}
 		// Whatever else is left in the group (grandchildren that ignored SIGTERM).
 		_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
+		c.children.ended(c.pgid)
 		c.cancel()
 		// Let the last stderr lines in; a grandchild holding the pipe must not hold us.
 		select {
@@ -226,7 +228,7 @@ func (s *server) startStdio(ctx context.Context, c *conn) error {
 		cmd.Env = env
 		cmd.Dir = s.cfg.Dir
 		cmd.Stderr = w
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = sysProcAttr()
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 		cmd.WaitDelay = killGrace
 		return cmd, nil
@@ -246,6 +248,8 @@ func (s *server) startStdio(ctx context.Context, c *conn) error {
 	c.client = cl
 	c.cmd = cmd
 	c.pgid = cmd.Process.Pid
+	c.children = s.sup.Children
+	c.children.started(c.pgid)
 	c.stderrR = r
 	c.stderrDone = make(chan struct{})
 	go func() {

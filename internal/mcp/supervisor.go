@@ -83,6 +83,9 @@ type Supervisor struct {
 	BackoffReset time.Duration
 	FailAfter    int              // consecutive failed attempts before StateFailed; default 3
 	Now          func() time.Time // default time.Now
+	// Children records the stdio children's process groups for the next start to reap
+	// after a crash; nil records nothing. Set before Apply.
+	Children *ChildFile
 
 	reg      *tools.Registry
 	log      *slog.Logger
