@@ -56,7 +56,7 @@ func newServer(sup *Supervisor, cfg ServerConfig) *server {
 		secrets:   cfg.Secrets(),
 	}
 	if cfg.Transport == TransportStdio {
-		s.stderr = &stderrRing{}
+		s.stderr = newStderrRing(s.secrets)
 	}
 	return s
 }
@@ -297,10 +297,7 @@ func (s *server) status() Status {
 	}
 	s.mu.Unlock()
 	if s.stderr != nil {
-		st.Stderr = s.stderr.snapshot()
-		for i, l := range st.Stderr {
-			st.Stderr[i] = s.redact(l)
-		}
+		st.Stderr = s.stderr.snapshot() // redacted as they came in
 	}
 	return st
 }

@@ -14,16 +14,31 @@ const (
 	stderrLineSize = 500 // bytes kept of each line
 )
 
-// stderrRing keeps the last stderrLines lines a child wrote to stderr, each cut
-// to stderrLineSize bytes. It is safe for concurrent use.
+// stderrRing keeps the last stderrLines lines a child wrote to stderr, each with
+// the server's secrets redacted and then cut to stderrLineSize bytes (in that
+// order, so a secret straddling the cut shows no prefix). It is safe for
+// concurrent use.
 type stderrRing struct {
-	mu    sync.Mutex
+	secrets []string
+	mu      sync.Mutex
 	lines []string
 	next  int // where the next line goes once full
 }
 
+func newStderrRing(secrets []string) *stderrRing { return &stderrRing{secrets: secrets} }
+
+// keep is how much of a line is read before redaction: enough that any secret
+// starting inside the kept part is whole.
+func (r *stderrRing) keep() int {
+	n := stderrLineSize + 4
+	for _, s := range r.secrets {
+		n = max(n, stderrLineSize+len(s))
+	}
+	return n
+}
+
 func (r *stderrRing) add(line string) {
-	line = strings.TrimRight(line, "\r\n")
+	line = redact(strings.TrimRight(line, "\r\n"), r.secrets)
 	if len(line) > stderrLineSize {
 		cut := stderrLineSize
 		for cut > 0 && !utf8.RuneStart(line[cut]) {
@@ -55,10 +70,11 @@ func (r *stderrRing) snapshot() []string {
 func (r *stderrRing) drain(src io.Reader) {
 	br := bufio.NewReaderSize(src, 4096)
 	var b strings.Builder
+	keep := r.keep()
 	for {
 		chunk, isPrefix, err := br.ReadLine()
-		if len(chunk) > 0 && b.Len() <= stderrLineSize {
-			b.Write(chunk[:min(len(chunk), stderrLineSize+4-b.Len())])
+		if len(chunk) > 0 && b.Len() < keep {
+			b.Write(chunk[:min(len(chunk), keep-b.Len())])
 		}
 		if err != nil {
 			if b.Len() > 0 {

@@ -572,6 +572,38 @@ func TestStderrIsBounded(t *testing.T) {
 	}
 }
 
+// A secret that straddles the 500-byte cut of a stderr line shows no prefix: lines
+// are redacted before they are cut.
+func TestStderrRedactsBeforeCut(t *testing.T) {
+	t.Parallel()
+	node := needNode(t)
+	h := newHarness(t)
+	const secret = "sk-straddling-secret-0123456789"
+	h.sup.Apply(context.Background(), []mcp.ServerConfig{{
+		Name: "leaky", Transport: mcp.TransportStdio, Command: node, Enabled: true,
+		Env: map[string]string{"API_KEY": secret},
+		Args: []string{"-e", `for (const n of [490, 495, 499, 500]) console.error('x'.repeat(n) + process.env.API_KEY + ' tail');
+			process.exitCode = 1`},
+	}})
+	st := h.waitState(t, "leaky", 20*time.Second, mcp.StateFailed)
+	lines := 0
+	for _, l := range st.Stderr {
+		if !strings.HasPrefix(l, "xxxx") {
+			continue
+		}
+		lines++
+		if strings.Contains(l, secret[:3]) {
+			t.Errorf("a line of %d bytes shows part of the secret: …%q", len(l), l[len(l)-30:])
+		}
+		if len(l) > 500+len("…") {
+			t.Errorf("a %d-byte line was kept", len(l))
+		}
+	}
+	if lines < 4 { // 4 per start; failed starts are retried
+		t.Fatalf("%d of 4 lines kept", lines)
+	}
+}
+
 // TestFilesystemServer runs server-filesystem on a temporary directory: every
 // tool's schema must compile, and the deny-list hides the write tools.
 func TestFilesystemServer(t *testing.T) {
