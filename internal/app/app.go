@@ -268,6 +268,12 @@ func (a *App) startPurge() {
 				a.Log.Info("memory: purged expired memories", "count", n)
 			}
 		}
+		// Spans written in the clear by an older Atrium are sealed once, in the background.
+		if n, err := a.Recorder.SealStored(ctx, 500); err != nil && ctx.Err() == nil {
+			a.Log.Warn("trace: sealing stored spans failed; they stay readable and are sealed at the next start", "err", err)
+		} else if n > 0 {
+			a.Log.Info("trace: sealed spans stored in the clear", "count", n)
+		}
 		reindex()
 		purge()
 		t := time.NewTicker(purgeEvery)
