@@ -44,6 +44,7 @@ func (s *Server) routes() *echo.Echo {
 	u.GET("/s/:id/prompts", s.promptMenu)
 	u.POST("/s/:id/prompt", s.usePrompt)
 	u.POST("/s/:id/memories/:mid/undo", s.undoSave)
+	u.POST("/runs/:rid/pin", s.pinRun)
 	u.GET("/memories", s.showMemories)
 	u.POST("/memories", s.createMemory)
 	u.POST("/memories/delete", s.deleteMemories)

@@ -239,8 +239,19 @@ const purgeEvery = time.Hour
 // reindexRetry is how soon a failed reindex is tried again.
 const reindexRetry = time.Minute
 
+// runRetention is the trace retention the configuration asks for, at now.
+func runRetention(cfg config.Config, now time.Time) store.Retention {
+	var r store.Retention
+	if cfg.RunsKeepDays > 0 {
+		r.Before = now.AddDate(0, 0, -cfg.RunsKeepDays)
+	}
+	r.MaxBytes = int64(cfg.RunsMaxMB) << 20
+	return r
+}
+
 // startPurge reindexes memories if the embedder changed, then deletes expired
-// memories now and every purgeEvery until Shutdown; an admin's change of the
+// memories and prunes runs past the retention (runRetention) now and every
+// purgeEvery until Shutdown; an admin's change of the
 // embedder (memory.Service.ReindexRequests) reindexes at once. It runs in the
 // background: start-up never waits for the embeddings endpoint.
 func (a *App) startPurge() {
@@ -268,14 +279,22 @@ func (a *App) startPurge() {
 				a.Log.Info("memory: purged expired memories", "count", n)
 			}
 		}
+		prune := func() {
+			if n, err := a.Store.PruneRuns(ctx, runRetention(a.Config, a.Store.CurrentTime())); err != nil && ctx.Err() == nil {
+				a.Log.Warn("trace: pruning old runs", "err", err)
+			} else if n > 0 {
+				a.Log.Info("trace: pruned old runs", "count", n)
+			}
+		}
+		reindex()
+		purge()
+		prune()
 		// Spans written in the clear by an older Atrium are sealed once, in the background.
 		if n, err := a.Recorder.SealStored(ctx, 500); err != nil && ctx.Err() == nil {
 			a.Log.Warn("trace: sealing stored spans failed; they stay readable and are sealed at the next start", "err", err)
 		} else if n > 0 {
 			a.Log.Info("trace: sealed spans stored in the clear", "count", n)
 		}
-		reindex()
-		purge()
 		t := time.NewTicker(purgeEvery)
 		defer t.Stop()
 		for {
@@ -289,6 +308,7 @@ func (a *App) startPurge() {
 			case <-t.C:
 				reindex() // a no-op unless the embedder changed
 				purge()
+				prune()
 			}
 		}
 	}()

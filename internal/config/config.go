@@ -32,6 +32,9 @@ type Config struct {
 	LoginTTL          time.Duration // lifetime of a login cookie session
 	ShutdownTimeout   time.Duration // grace period for in-flight work on shutdown
 	MemoryExtraction  bool          // after each reply, ask the chat's model what is worth remembering
+	// Trace retention: runs older than RunsKeepDays, then the oldest while the trace
+	// is over RunsMaxMB, are pruned hourly; pinned runs are kept. 0 = no bound.
+	RunsKeepDays, RunsMaxMB int
 	// An OpenAI-compatible embeddings endpoint for memory ("" = the offline embedder).
 	EmbeddingsURL, EmbeddingsModel string
 	EmbeddingsKey                  string // secret
@@ -63,6 +66,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("login_ttl", c.LoginTTL),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 		slog.Bool("memory_extraction", c.MemoryExtraction),
+		slog.Int("runs_keep_days", c.RunsKeepDays),
+		slog.Int("runs_max_mb", c.RunsMaxMB),
 		slog.String("embeddings_url", c.EmbeddingsURL),
 		slog.String("embeddings_model", c.EmbeddingsModel),
 		slog.Any("trusted_proxies", c.TrustedProxies),
@@ -165,6 +170,12 @@ var settings = []setting{
 			c.MemoryExtraction = b
 			return nil
 		}},
+	{flag: "runs-keep-days", env: "ATRIUM_RUNS_KEEP_DAYS", def: "30", arg: "days",
+		help: "keep recorded runs (the call-chain traces) this many days, pinned runs for ever (0 = no age limit, at most 36500)",
+		set:  intInto(0, 36500, func(c *Config) *int { return &c.RunsKeepDays })},
+	{flag: "runs-max-mb", env: "ATRIUM_RUNS_MAX_MB", def: "256", arg: "MB",
+		help: "keep at most this many MB of recorded runs, pruning the oldest unpinned first (0 = no size limit)",
+		set:  intInto(0, 1<<30, func(c *Config) *int { return &c.RunsMaxMB })},
 	{flag: "embeddings-url", env: "ATRIUM_EMBEDDINGS_URL", def: "", arg: "url",
 		help: "OpenAI-compatible embeddings endpoint for memory search, e.g. http://localhost:11434/v1; empty = the built-in offline embedder. The embeddings settings are defaults: once an admin saves Settings → Memories, the saved ones win",
 		set: func(c *Config, v string) error {
