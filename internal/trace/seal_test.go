@@ -14,7 +14,7 @@ import (
 )
 
 // sealedFixture is a fixture whose recorder seals span data with a real keyring.
-func sealedFixture(t *testing.T) (*fixture, *crypto.Keyring) {
+func sealedFixture(t testing.TB) (*fixture, *crypto.Keyring) {
 	t.Helper()
 	f := newFixture(t)
 	keys, err := crypto.NewKeyring(context.Background(), bytes.Repeat([]byte{7}, crypto.KeySize), f.db)

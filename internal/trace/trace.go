@@ -319,18 +319,25 @@ func (s *Span) stored(ctx context.Context, data json.RawMessage) (json.RawMessag
 	return s.run.rec.seal(ctx, s.run.ownerID, s.run.id, s.seq, data)
 }
 
+// deflaters reuses flate writers: a new one allocates about 800 KB, which made
+// sealing a small span cost ten times its write.
+var deflaters = sync.Pool{New: func() any {
+	zw, _ := flate.NewWriter(nil, flate.BestSpeed) // only an invalid level fails
+	return zw
+}}
+
 func (r *Recorder) seal(ctx context.Context, owner int64, runID string, seq int, data json.RawMessage) (json.RawMessage, error) {
 	if r.keys == nil || len(data) == 0 {
 		return data, nil
 	}
 	var buf bytes.Buffer
-	zw, err := flate.NewWriter(&buf, flate.BestSpeed)
-	if err == nil {
-		_, err = zw.Write(data)
-	}
+	zw := deflaters.Get().(*flate.Writer)
+	zw.Reset(&buf)
+	_, err := zw.Write(data)
 	if err == nil {
 		err = zw.Close()
 	}
+	deflaters.Put(zw)
 	if err != nil {
 		return nil, fmt.Errorf("compress span data: %w", err)
 	}
