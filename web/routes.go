@@ -21,6 +21,9 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/assets/*", echo.WrapHandler(assets.Handler()))
+	if s.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(s.Metrics))
+	}
 
 	e.GET("/setup", s.showSetup)
 	e.POST("/setup", s.submitSetup)

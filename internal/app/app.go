@@ -22,6 +22,7 @@ import (
 	"atrium/internal/crypto"
 	"atrium/internal/errs"
 	"atrium/internal/mcp"
+	"atrium/internal/metrics"
 	"atrium/internal/memory"
 	"atrium/internal/providers"
 	"atrium/internal/store"
@@ -45,6 +46,7 @@ type App struct {
 	Hub       *web.Hub
 	Web       *web.Server
 	Log       *slog.Logger
+	Metrics   *metrics.Metrics // nil unless -metrics-addr or -metrics-token is set
 
 	lock      *instanceLock      // nil where flock is unavailable
 	stopPurge context.CancelFunc // ends the expired-memory purge loop
@@ -186,13 +188,28 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	// The event stream's consumers: what the user sees first, then the recording.
 	a.Agent.Subscribe(a.Hub)
 	a.Agent.Subscribe(trace.NewConsumer(a.Recorder, log))
+	a.MCP = mcp.NewSupervisor(a.Tools, log, nil)
+	var metricsOnMain http.Handler
+	if cfg.MetricsAddr != "" || cfg.MetricsToken != "" {
+		a.Metrics = metrics.New(metrics.Gauges{OpenSockets: a.Hub.Clients, MCPStates: func() map[string]int {
+			out := map[string]int{}
+			for _, st := range a.MCP.Statuses() {
+				out[string(st.State)]++
+			}
+			return out
+		}})
+		a.Agent.Subscribe(a.Metrics)
+		if cfg.MetricsToken != "" {
+			metricsOnMain = a.Metrics.Handler(cfg.MetricsToken)
+		}
+	}
 	for _, s := range o.Sinks {
 		a.Agent.Subscribe(s)
 	}
 
-	a.MCP = mcp.NewSupervisor(a.Tools, log, nil)
 	a.Web = web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: a.Agent, Hub: a.Hub, Providers: a.Providers,
-		Recorder: a.Recorder, MCP: a.MCP, Memory: a.Memory, CSRFKey: csrfKey, Log: log, Now: o.Now, NewID: uuid.NewString})
+		Recorder: a.Recorder, MCP: a.MCP, Memory: a.Memory, CSRFKey: csrfKey, Log: log, Now: o.Now, NewID: uuid.NewString,
+		Metrics: metricsOnMain})
 	a.MCP.Subscribe(a.Web.MCPChanged)
 	a.startPurge()
 	// MCP servers connect in the background: readiness never waits for them.
