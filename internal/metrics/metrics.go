@@ -50,7 +50,7 @@ func New(g Gauges) *Metrics {
 	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atrium_model_tokens_total",
 		Help: "Tokens the providers reported, by model and direction (input or output)."}, []string{"model", "direction"})
 	m.contextToks = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "atrium_context_tokens",
-		Help: "Tokens per context zone (pinned, summary, history, tools, total) of each model step.",
+		Help:    "Tokens per context zone (pinned, summary, history, tools, total) of each model step.",
 		Buckets: prometheus.ExponentialBuckets(64, 2, 12)}, []string{"zone"})
 	m.memoryTurns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atrium_memory_turns_total",
 		Help: "Turns with a memory lookup, by whether at least one memory was injected (hit rate = hit=\"true\" / all)."},
