@@ -328,12 +328,13 @@ func (db *DB) LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind
 	return ref, nil
 }
 
-// PlainSpans returns up to limit spans whose data is not sealed (rows from before
-// every kind was sealed), for trace.Recorder.SealStored.
-func (db *DB) PlainSpans(ctx context.Context, limit int) ([]SpanRef, error) {
+// PlainSpans returns up to limit spans after id after, in id order, whose data
+// is not sealed (rows from before every kind was sealed), for
+// trace.Recorder.SealStored. The id cursor keeps a whole pass linear.
+func (db *DB) PlainSpans(ctx context.Context, after int64, limit int) ([]SpanRef, error) {
 	rows, err := db.pool.QueryContext(ctx, `SELECT s.id, r.owner_id, s.run_id, s.seq, s.data FROM spans s
 		JOIN runs r ON r.id = s.run_id
-		WHERE s.data IS NOT NULL AND s.data NOT LIKE '{"sealed":%' LIMIT ?`, limit)
+		WHERE s.id > ? AND s.data IS NOT NULL AND s.data NOT LIKE '{"sealed":%' ORDER BY s.id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: plain spans: %w", err)
 	}

@@ -93,7 +93,7 @@ type RunStore interface {
 	RunForOwner(ctx context.Context, ownerID int64, runID string) (store.RunInfo, error)
 	RunSpans(ctx context.Context, runID string) ([]store.SpanInfo, error)
 	LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (store.SpanRef, error)
-	PlainSpans(ctx context.Context, limit int) ([]store.SpanRef, error)
+	PlainSpans(ctx context.Context, after int64, limit int) ([]store.SpanRef, error)
 	SealSpans(ctx context.Context, spans []store.SpanRef) error
 }
 
@@ -384,12 +384,13 @@ func (r *Recorder) SealStored(ctx context.Context, batch int) (int, error) {
 	if r.keys == nil {
 		return 0, nil
 	}
-	total := 0
+	total, after := 0, int64(0)
 	for ctx.Err() == nil {
-		plain, err := r.db.PlainSpans(ctx, batch)
+		plain, err := r.db.PlainSpans(ctx, after, batch)
 		if err != nil || len(plain) == 0 {
 			return total, err
 		}
+		after = plain[len(plain)-1].ID
 		for i := range plain {
 			if plain[i].Data, err = r.seal(ctx, plain[i].OwnerID, plain[i].RunID, plain[i].Seq, plain[i].Data); err != nil {
 				return total, fmt.Errorf("trace: seal stored span %d: %w", plain[i].ID, err)
