@@ -86,6 +86,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	log.Info("atrium listening", "addr", ln.Addr().String(), "data", cfg.DataDir)
+	// Prometheus on an address of its own (e.g. loopback or an internal network).
+	var metricsSrv *http.Server
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			httpSrv.Close()
+			return configError{fmt.Errorf("listen on %s (metrics): %w", cfg.MetricsAddr, err)}
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", atrium.Metrics.Handler(cfg.MetricsToken))
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() { serveErr <- metricsSrv.Serve(mln) }()
+		log.Info("metrics listening", "addr", mln.Addr().String())
+	}
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -105,6 +120,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if err := httpSrv.Shutdown(shutCtx); err != nil {
 		log.Warn("shutdown: http", "err", err)
+	}
+	if metricsSrv != nil {
+		metricsSrv.Shutdown(shutCtx)
 	}
 	return nil
 }

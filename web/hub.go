@@ -33,6 +33,26 @@ type Hub struct {
 	grace         time.Duration
 }
 
+// Clients is how many websockets are subscribed now (a chat's socket is in its
+// session's room and in the MCP room: counted once).
+func (h *Hub) Clients() int {
+	h.mu.Lock()
+	rooms := make([]*room, 0, len(h.rooms))
+	for _, r := range h.rooms {
+		rooms = append(rooms, r)
+	}
+	h.mu.Unlock()
+	seen := map[*client]struct{}{}
+	for _, r := range rooms {
+		r.mu.Lock()
+		for c := range r.clients {
+			seen[c] = struct{}{}
+		}
+		r.mu.Unlock()
+	}
+	return len(seen)
+}
+
 type room struct {
 	mu        sync.Mutex
 	clients   map[*client]struct{}

@@ -21,6 +21,9 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/assets/*", echo.WrapHandler(assets.Handler()))
+	if s.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(s.Metrics))
+	}
 
 	e.GET("/setup", s.showSetup)
 	e.POST("/setup", s.submitSetup)
@@ -44,6 +47,7 @@ func (s *Server) routes() *echo.Echo {
 	u.GET("/s/:id/prompts", s.promptMenu)
 	u.POST("/s/:id/prompt", s.usePrompt)
 	u.POST("/s/:id/memories/:mid/undo", s.undoSave)
+	u.POST("/runs/:rid/pin", s.pinRun)
 	u.GET("/memories", s.showMemories)
 	u.POST("/memories", s.createMemory)
 	u.POST("/memories/delete", s.deleteMemories)

@@ -41,6 +41,7 @@ type Deps struct {
 	Log       *slog.Logger
 	Now       func() time.Time
 	NewID     func() string // session ids (random UUIDs)
+	Metrics   http.Handler  // nil: no /metrics on the main address (it checks its own bearer token)
 }
 
 // Server holds the handlers' dependencies.

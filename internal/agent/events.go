@@ -91,6 +91,7 @@ type Event struct {
 	State       []byte
 	Err         error
 	Duration    time.Duration // model call or summary duration
+	FirstToken  time.Duration // EventModelResponse: from the request to the first text or reasoning delta (0: none came)
 	// Purpose marks a model request/response that is not one of the reply's steps
 	// (PurposeMemoryExtract); "" for the reply's own.
 	Purpose string

@@ -228,8 +228,12 @@ func (t *turn) callModel(ctx context.Context, req llm.Request) (llm.Response, er
 	var sent *llm.HTTPRequest
 	cctx := llm.WithCapture(ctx, func(h *llm.HTTPRequest) { sent = h })
 	d := t.startDraft()
+	var firstToken time.Duration
 	resp, err := t.provider.Stream(cctx, req, func(ev llm.Event) {
 		d.add(ev)
+		if firstToken == 0 && (ev.Kind == llm.EventText || ev.Kind == llm.EventReasoning) {
+			firstToken = max(a.Now().Sub(started), 1)
+		}
 		switch ev.Kind {
 		case llm.EventText:
 			t.emit(Event{Kind: EventText, Text: ev.Text})
@@ -241,7 +245,7 @@ func (t *turn) callModel(ctx context.Context, req llm.Request) (llm.Response, er
 	t.inTok += resp.Usage.InputTokens
 	t.outTok += resp.Usage.OutputTokens
 	t.emit(Event{Kind: EventModelResponse, Model: t.model, Request: &req, Response: &resp, Wire: sent, Err: err,
-		Duration: a.Now().Sub(started)})
+		Duration: a.Now().Sub(started), FirstToken: firstToken})
 	a.Log.Info("agent: model call", "session", t.s.ID, "model", t.model, "step", t.steps,
 		"tool_calls", len(resp.ToolCalls), "tokens", resp.Usage.OutputTokens, "duration", a.Now().Sub(started), "ok", err == nil)
 	return resp, err

@@ -23,6 +23,7 @@ import (
 	"atrium/internal/errs"
 	"atrium/internal/mcp"
 	"atrium/internal/memory"
+	"atrium/internal/metrics"
 	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/tools"
@@ -45,6 +46,7 @@ type App struct {
 	Hub       *web.Hub
 	Web       *web.Server
 	Log       *slog.Logger
+	Metrics   *metrics.Metrics // nil unless -metrics-addr or -metrics-token is set
 
 	lock      *instanceLock      // nil where flock is unavailable
 	stopPurge context.CancelFunc // ends the expired-memory purge loop
@@ -186,10 +188,6 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	// The event stream's consumers: what the user sees first, then the recording.
 	a.Agent.Subscribe(a.Hub)
 	a.Agent.Subscribe(trace.NewConsumer(a.Recorder, log))
-	for _, s := range o.Sinks {
-		a.Agent.Subscribe(s)
-	}
-
 	a.MCP = mcp.NewSupervisor(a.Tools, log, nil)
 	if a.lock != nil {
 		// Kill the stdio servers a crashed predecessor left running, before starting ours.
@@ -200,8 +198,27 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 		}
 		a.MCP.Children = mcp.NewChildFile(a.lock.childFile())
 	}
+	var metricsOnMain http.Handler
+	if cfg.MetricsAddr != "" || cfg.MetricsToken != "" {
+		a.Metrics = metrics.New(metrics.Gauges{OpenSockets: a.Hub.Clients, MCPStates: func() map[string]int {
+			out := map[string]int{}
+			for _, st := range a.MCP.Statuses() {
+				out[string(st.State)]++
+			}
+			return out
+		}})
+		a.Agent.Subscribe(a.Metrics)
+		if cfg.MetricsToken != "" {
+			metricsOnMain = a.Metrics.Handler(cfg.MetricsToken)
+		}
+	}
+	for _, s := range o.Sinks {
+		a.Agent.Subscribe(s)
+	}
+
 	a.Web = web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: a.Agent, Hub: a.Hub, Providers: a.Providers,
-		Recorder: a.Recorder, MCP: a.MCP, Memory: a.Memory, CSRFKey: csrfKey, Log: log, Now: o.Now, NewID: uuid.NewString})
+		Recorder: a.Recorder, MCP: a.MCP, Memory: a.Memory, CSRFKey: csrfKey, Log: log, Now: o.Now, NewID: uuid.NewString,
+		Metrics: metricsOnMain})
 	a.MCP.Subscribe(a.Web.MCPChanged)
 	a.startPurge()
 	// MCP servers connect in the background: readiness never waits for them.
@@ -248,8 +265,19 @@ const purgeEvery = time.Hour
 // reindexRetry is how soon a failed reindex is tried again.
 const reindexRetry = time.Minute
 
+// runRetention is the trace retention the configuration asks for, at now.
+func runRetention(cfg config.Config, now time.Time) store.Retention {
+	var r store.Retention
+	if cfg.RunsKeepDays > 0 {
+		r.Before = now.AddDate(0, 0, -cfg.RunsKeepDays)
+	}
+	r.MaxBytes = int64(cfg.RunsMaxMB) << 20
+	return r
+}
+
 // startPurge reindexes memories if the embedder changed, then deletes expired
-// memories now and every purgeEvery until Shutdown; an admin's change of the
+// memories and prunes runs past the retention (runRetention) now and every
+// purgeEvery until Shutdown; an admin's change of the
 // embedder (memory.Service.ReindexRequests) reindexes at once. It runs in the
 // background: start-up never waits for the embeddings endpoint.
 func (a *App) startPurge() {
@@ -277,8 +305,22 @@ func (a *App) startPurge() {
 				a.Log.Info("memory: purged expired memories", "count", n)
 			}
 		}
+		prune := func() {
+			if n, err := a.Store.PruneRuns(ctx, runRetention(a.Config, a.Store.CurrentTime())); err != nil && ctx.Err() == nil {
+				a.Log.Warn("trace: pruning old runs", "err", err)
+			} else if n > 0 {
+				a.Log.Info("trace: pruned old runs", "count", n)
+			}
+		}
 		reindex()
 		purge()
+		prune()
+		// Spans written in the clear by an older Atrium are sealed once, in the background.
+		if n, err := a.Recorder.SealStored(ctx, 500); err != nil && ctx.Err() == nil {
+			a.Log.Warn("trace: sealing stored spans failed; they stay readable and are sealed at the next start", "err", err)
+		} else if n > 0 {
+			a.Log.Info("trace: sealed spans stored in the clear", "count", n)
+		}
 		t := time.NewTicker(purgeEvery)
 		defer t.Stop()
 		for {
@@ -292,6 +334,7 @@ func (a *App) startPurge() {
 			case <-t.C:
 				reindex() // a no-op unless the embedder changed
 				purge()
+				prune()
 			}
 		}
 	}()

@@ -223,3 +223,45 @@ func TestStartReleasesDeadInstancesLeases(t *testing.T) {
 		t.Errorf("the live instance's file: %v", err)
 	}
 }
+
+// TestRunRetentionAndSealingAtStart: at start Atrium prunes runs past
+// ATRIUM_RUNS_KEEP_DAYS (keeping a pinned one) and seals span data an older
+// version stored in the clear.
+func TestRunRetentionAndSealingAtStart(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Config{DataDir: t.TempDir()} // no retention yet: nothing is pruned while the runs are made
+	a := start(t, cfg)
+	u := &store.User{Username: "ann", PasswordHash: "x", Role: store.RoleUser}
+	if err := a.Store.CreateUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		id  string
+		age time.Duration
+	}{{"old", 40 * 24 * time.Hour}, {"old-pinned", 40 * 24 * time.Hour}, {"new", time.Hour}} {
+		run := store.RunStart{ID: r.id, OwnerID: u.ID, StartedAt: time.Now().Add(-r.age)}
+		if _, err := a.Store.InsertSpan(ctx, &run, store.SpanRow{RunID: r.id, Seq: 1, Kind: "tool_call",
+			StartedAt: run.StartedAt, EndedAt: run.StartedAt, Data: []byte(`{"result":"plain-marker"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Store.EndRun(ctx, nil, store.RunEnd{ID: r.id, Status: "complete", EndedAt: run.StartedAt}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Store.SetRunPinned(ctx, u.ID, "old-pinned", true); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, a)
+
+	cfg.RunsKeepDays = 30
+	a = start(t, cfg)
+	defer stop(t, a)
+	testkit.Eventually(t, 10*time.Second, "the old run pruned and the others sealed", func() bool {
+		return strings.Join(storetest.Strings(t, a.Store, `SELECT id FROM runs ORDER BY id`), ",") == "new,old-pinned" &&
+			storetest.Int(t, a.Store, `SELECT COUNT(*) FROM spans WHERE instr(data, 'plain-marker') > 0`) == 0
+	})
+	_, spans, err := a.Recorder.Run(ctx, u.ID, "new")
+	if err != nil || len(spans) != 1 || !strings.Contains(string(spans[0].Data), "plain-marker") {
+		t.Errorf("the sealed span does not open: %v %+v", err, spans)
+	}
+}

@@ -32,6 +32,12 @@ type Config struct {
 	LoginTTL          time.Duration // lifetime of a login cookie session
 	ShutdownTimeout   time.Duration // grace period for in-flight work on shutdown
 	MemoryExtraction  bool          // after each reply, ask the chat's model what is worth remembering
+	// Trace retention: runs older than RunsKeepDays, then the oldest while the trace
+	// is over RunsMaxMB, are pruned hourly; pinned runs are kept. 0 = no bound.
+	RunsKeepDays, RunsMaxMB int
+	// Prometheus /metrics, off unless one is set: on a separate listen address
+	// (MetricsAddr) and/or on the main one behind a bearer token (MetricsToken, secret).
+	MetricsAddr, MetricsToken string
 	// An OpenAI-compatible embeddings endpoint for memory ("" = the offline embedder).
 	EmbeddingsURL, EmbeddingsModel string
 	EmbeddingsKey                  string // secret
@@ -63,6 +69,10 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("login_ttl", c.LoginTTL),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 		slog.Bool("memory_extraction", c.MemoryExtraction),
+		slog.Int("runs_keep_days", c.RunsKeepDays),
+		slog.Int("runs_max_mb", c.RunsMaxMB),
+		slog.String("metrics_addr", c.MetricsAddr),
+		slog.Bool("metrics_token", c.MetricsToken != ""),
 		slog.String("embeddings_url", c.EmbeddingsURL),
 		slog.String("embeddings_model", c.EmbeddingsModel),
 		slog.Any("trusted_proxies", c.TrustedProxies),
@@ -163,6 +173,32 @@ var settings = []setting{
 				return fmt.Errorf("%q is not true or false", v)
 			}
 			c.MemoryExtraction = b
+			return nil
+		}},
+	{flag: "runs-keep-days", env: "ATRIUM_RUNS_KEEP_DAYS", def: "30", arg: "days",
+		help: "keep recorded runs (the call-chain traces) this many days, pinned runs for ever (0 = no age limit, at most 36500)",
+		set:  intInto(0, 36500, func(c *Config) *int { return &c.RunsKeepDays })},
+	{flag: "runs-max-mb", env: "ATRIUM_RUNS_MAX_MB", def: "256", arg: "MB",
+		help: "keep at most this many MB of recorded runs, pruning the oldest unpinned first (0 = no size limit)",
+		set:  intInto(0, 1<<30, func(c *Config) *int { return &c.RunsMaxMB })},
+	{flag: "metrics-addr", env: "ATRIUM_METRICS_ADDR", def: "", arg: "host:port",
+		help: "serve Prometheus /metrics on this separate address, e.g. 127.0.0.1:9090 (with -metrics-token, that is asked there too); empty = not on a separate address",
+		set: func(c *Config, v string) error {
+			if v != "" {
+				if err := checkAddr(v); err != nil {
+					return err
+				}
+			}
+			c.MetricsAddr = v
+			return nil
+		}},
+	{flag: "metrics-token", env: "ATRIUM_METRICS_TOKEN", def: "", arg: "token", secret: true,
+		help: "serve Prometheus /metrics on the main address to requests with Authorization: Bearer <token> (at least 16 characters; prefer the env variable); empty = not on the main address",
+		set: func(c *Config, v string) error {
+			if v != "" && len(v) < 16 {
+				return errors.New("must be at least 16 characters")
+			}
+			c.MetricsToken = v
 			return nil
 		}},
 	{flag: "embeddings-url", env: "ATRIUM_EMBEDDINGS_URL", def: "", arg: "url",

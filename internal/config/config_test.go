@@ -36,6 +36,8 @@ var defaults = config.Config{
 	LoginTTL:          720 * time.Hour,
 	ShutdownTimeout:   10 * time.Second,
 	MemoryExtraction:  true,
+	RunsKeepDays:      30,
+	RunsMaxMB:         256,
 }
 
 func TestLoad(t *testing.T) {
@@ -59,25 +61,27 @@ func TestLoad(t *testing.T) {
 			"ATRIUM_LOGIN_TTL", "24h",
 			"ATRIUM_SHUTDOWN_TIMEOUT", "1s",
 			"ATRIUM_MEMORY_EXTRACT", "false",
+			"ATRIUM_RUNS_KEEP_DAYS", "7",
+			"ATRIUM_RUNS_MAX_MB", "0",
 		), func(c *config.Config) {
 			*c = config.Config{
 				Addr: "127.0.0.1:9000", DataDir: "/data", MasterKey: "k3y", LogLevel: slog.LevelDebug,
 				BaseURL: "https://atrium.example.com", MaxMessageBytes: 10485760,
 				ModelStartTimeout: 90 * time.Second, ModelIdleTimeout: 2 * time.Minute, ContextWindow: 8192,
-				LoginTTL: 24 * time.Hour, ShutdownTimeout: time.Second,
+				LoginTTL: 24 * time.Hour, ShutdownTimeout: time.Second, RunsKeepDays: 7,
 			}
 		}},
 		{"flags", []string{
 			"-addr", ":0", "-data=/tmp/x", "--master-key", "flagkey", "-log-level", "error",
 			"-base-url", "http://localhost:8080", "-max-message-bytes", "1",
 			"-model-start-timeout", "5s", "-model-idle-timeout", "6s", "-login-ttl", "1h", "-shutdown-timeout", "3s",
-			"-context-window", "128000", "-memory-extract=false",
+			"-context-window", "128000", "-memory-extract=false", "-runs-keep-days", "0", "-runs-max-mb", "1024",
 		}, env(), func(c *config.Config) {
 			*c = config.Config{
 				Addr: ":0", DataDir: "/tmp/x", MasterKey: "flagkey", LogLevel: slog.LevelError,
 				BaseURL: "http://localhost:8080", MaxMessageBytes: 1,
 				ModelStartTimeout: 5 * time.Second, ModelIdleTimeout: 6 * time.Second, ContextWindow: 128000,
-				LoginTTL: time.Hour, ShutdownTimeout: 3 * time.Second,
+				LoginTTL: time.Hour, ShutdownTimeout: 3 * time.Second, RunsMaxMB: 1024,
 			}
 		}},
 		{"flag beats env", []string{"-addr", ":7000", "-log-level", "warn"},

@@ -296,23 +296,75 @@ func (db *DB) RunSpans(ctx context.Context, runID string) ([]SpanInfo, error) {
 	return spans, nil
 }
 
+// SpanRef is a span's data with what opens it: its run, owner and seq (the
+// associated data of a sealed span) and its row id.
+type SpanRef struct {
+	ID, OwnerID int64
+	RunID       string
+	Seq         int
+	Data        json.RawMessage
+}
+
 // latestSpanQuery finds the session's newest run through runs_session_recent,
 // so its cost does not grow with the owner's other chats (migration 0015).
-const latestSpanQuery = `SELECT s.data FROM spans s
+const latestSpanQuery = `SELECT s.id, s.run_id, s.seq, s.data FROM spans s
 	WHERE s.run_id = (SELECT id FROM runs WHERE owner_id = ? AND session_id = ? ORDER BY started_at DESC LIMIT 1)
 	AND s.kind = ? ORDER BY s.seq DESC LIMIT 1`
 
-// LatestSpanData returns the data of the newest span of kind in ownerID's newest
-// run of sessionID, or nil when there is none. One indexed query; it never loads
-// a run's other spans.
-func (db *DB) LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (json.RawMessage, error) {
+// LatestSpanData returns the newest span of kind in ownerID's newest run of
+// sessionID (Data nil when there is none). One indexed query; it never loads a
+// run's other spans.
+func (db *DB) LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (SpanRef, error) {
+	ref := SpanRef{OwnerID: ownerID}
 	var data sql.NullString
-	err := db.pool.QueryRowContext(ctx, latestSpanQuery, ownerID, sessionID, kind).Scan(&data)
+	err := db.pool.QueryRowContext(ctx, latestSpanQuery, ownerID, sessionID, kind).Scan(&ref.ID, &ref.RunID, &ref.Seq, &data)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !data.Valid) {
-		return nil, nil
+		return ref, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: latest span data: %w", err)
+		return SpanRef{}, fmt.Errorf("store: latest span data: %w", err)
 	}
-	return json.RawMessage(data.String), nil
+	ref.Data = json.RawMessage(data.String)
+	return ref, nil
+}
+
+// PlainSpans returns up to limit spans after id after, in id order, whose data
+// is not sealed (rows from before every kind was sealed), for
+// trace.Recorder.SealStored. The id cursor keeps a whole pass linear.
+func (db *DB) PlainSpans(ctx context.Context, after int64, limit int) ([]SpanRef, error) {
+	rows, err := db.pool.QueryContext(ctx, `SELECT s.id, r.owner_id, s.run_id, s.seq, s.data FROM spans s
+		JOIN runs r ON r.id = s.run_id
+		WHERE s.id > ? AND s.data IS NOT NULL AND s.data NOT LIKE '{"sealed":%' ORDER BY s.id LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: plain spans: %w", err)
+	}
+	list, err := scanAll(rows, func(row scanner) (SpanRef, error) {
+		var r SpanRef
+		var data string
+		err := row.Scan(&r.ID, &r.OwnerID, &r.RunID, &r.Seq, &data)
+		r.Data = json.RawMessage(data)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: plain spans: %w", err)
+	}
+	return list, nil
+}
+
+// SealSpans replaces the data of spans (by id) with their sealed data, in one
+// transaction; a span whose data changed meanwhile (sealed by a write) is left.
+func (db *DB) SealSpans(ctx context.Context, spans []SpanRef) error {
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		for _, s := range spans {
+			if _, err := tx.ExecContext(ctx, `UPDATE spans SET data = ? WHERE id = ? AND data NOT LIKE '{"sealed":%'`,
+				string(s.Data), s.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: seal spans: %w", err)
+	}
+	return nil
 }

@@ -35,9 +35,9 @@ func BenchmarkLatestSpanData(b *testing.B) {
 			// The oldest chat: a walk of the owner's runs newest first finds it last.
 			b.ResetTimer()
 			for b.Loop() {
-				data, err := db.LatestSpanData(ctx, u.ID, "s0", "context")
-				if err != nil || data == nil {
-					b.Fatalf("%s %v", data, err)
+				ref, err := db.LatestSpanData(ctx, u.ID, "s0", "context")
+				if err != nil || ref.Data == nil {
+					b.Fatalf("%s %v", ref.Data, err)
 				}
 			}
 		})

@@ -48,7 +48,7 @@ func (r *Recorder) Run(ctx context.Context, ownerID int64, runID string) (RunInf
 		return RunInfo{}, nil, fmt.Errorf("trace: run spans: %w", err)
 	}
 	for i := range spans {
-		if spans[i].Data, err = r.opened(ctx, ownerID, runID, spans[i]); err != nil {
+		if spans[i].Data, err = r.opened(ctx, ownerID, runID, spans[i].Seq, spans[i].Data); err != nil {
 			return RunInfo{}, nil, fmt.Errorf("trace: open span %d: %w", spans[i].Seq, err)
 		}
 	}
@@ -59,9 +59,13 @@ func (r *Recorder) Run(ctx context.Context, ownerID int64, runID string) (RunInf
 // sessionID (e.g. the last context assembly, for the context meter), or nil when there
 // is none. One indexed query; it never loads a run's other spans.
 func (r *Recorder) LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (json.RawMessage, error) {
-	data, err := r.db.LatestSpanData(ctx, ownerID, sessionID, kind)
+	ref, err := r.db.LatestSpanData(ctx, ownerID, sessionID, kind)
 	if err != nil {
 		return nil, fmt.Errorf("trace: latest span: %w", err)
+	}
+	data, err := r.opened(ctx, ownerID, ref.RunID, ref.Seq, ref.Data)
+	if err != nil {
+		return nil, fmt.Errorf("trace: open latest span: %w", err)
 	}
 	return data, nil
 }

@@ -17,10 +17,12 @@ package trace
 
 import (
 	"bytes"
+	"compress/flate"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -90,7 +92,9 @@ type RunStore interface {
 	ListRuns(ctx context.Context, ownerID int64, sessionID string, limit int) ([]store.RunInfo, error)
 	RunForOwner(ctx context.Context, ownerID int64, runID string) (store.RunInfo, error)
 	RunSpans(ctx context.Context, runID string) ([]store.SpanInfo, error)
-	LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (json.RawMessage, error)
+	LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (store.SpanRef, error)
+	PlainSpans(ctx context.Context, after int64, limit int) ([]store.SpanRef, error)
+	SealSpans(ctx context.Context, spans []store.SpanRef) error
 }
 
 var _ RunStore = (*store.DB)(nil)
@@ -105,14 +109,16 @@ type Sealer interface {
 type Recorder struct {
 	db   RunStore
 	red  *Redactor
-	keys Sealer // nil: model requests are stored in the clear
+	keys Sealer // nil: span data is stored in the clear
 }
 
 // NewRecorder returns a recorder on db (a *store.DB) that redacts with red (nil:
 // a Redactor with no configured secrets, which still masks bearer tokens and
-// keys) and, when keys is set, seals the data of model_request spans with the run
-// owner's data key: a request carries the whole context, recalled memories included,
-// which must not sit in the database file in plaintext. Run opens them again.
+// keys) and, when keys is set, seals the data of every span with the run owner's
+// data key: requests carry the whole context, recalled memories included, and tool
+// results and replies are as private; none may sit in the database file in
+// plaintext. Run and LatestSpanData open them again. Kinds, names, timings, tokens
+// and statuses stay in the clear for queries.
 // Timestamps come from db.CurrentTime, i.e. a store.DB's Now.
 func NewRecorder(db RunStore, red *Redactor, keys Sealer) *Recorder {
 	if red == nil {
@@ -295,37 +301,107 @@ func (s *Span) insert(ctx context.Context, create *store.RunStart, status, errTe
 		TokensIn: tokIn, TokensOut: tokOut, Data: data})
 }
 
-// sealedData is how a sealed span's data is stored.
+// sealedData is how a sealed span's data is stored. Deflate marks data compressed
+// before sealing (everything written since migration 0023; model requests sealed
+// before that are not): a model request holds its messages twice, as built and as
+// the wire body, and JSON compresses well, so sealing costs less room than plaintext.
 type sealedData struct {
-	Sealed []byte `json:"sealed"`
+	Sealed  []byte `json:"sealed"`
+	Deflate bool   `json:"deflate,omitempty"`
 }
 
 func spanAD(runID string, seq int) []byte { return crypto.AD("span", runID, strconv.Itoa(seq)) }
 
-// stored is data as it goes into the database: sealed for a model request when the
-// recorder has keys, as is otherwise.
+// stored is data as it goes into the database: compressed and sealed with the run
+// owner's key when the recorder has keys (every kind: tool results and replies are
+// as private as requests), as is otherwise.
 func (s *Span) stored(ctx context.Context, data json.RawMessage) (json.RawMessage, error) {
-	keys := s.run.rec.keys
-	if keys == nil || s.kind != KindModelRequest || len(data) == 0 {
+	return s.run.rec.seal(ctx, s.run.ownerID, s.run.id, s.seq, data)
+}
+
+// deflaters reuses flate writers: a new one allocates about 800 KB, which made
+// sealing a small span cost ten times its write.
+var deflaters = sync.Pool{New: func() any {
+	zw, _ := flate.NewWriter(nil, flate.BestSpeed) // only an invalid level fails
+	return zw
+}}
+
+func (r *Recorder) seal(ctx context.Context, owner int64, runID string, seq int, data json.RawMessage) (json.RawMessage, error) {
+	if r.keys == nil || len(data) == 0 {
 		return data, nil
 	}
-	sealed, err := keys.Seal(ctx, s.run.ownerID, data, spanAD(s.run.id, s.seq))
+	var buf bytes.Buffer
+	zw := deflaters.Get().(*flate.Writer)
+	zw.Reset(&buf)
+	_, err := zw.Write(data)
+	if err == nil {
+		err = zw.Close()
+	}
+	deflaters.Put(zw)
+	if err != nil {
+		return nil, fmt.Errorf("compress span data: %w", err)
+	}
+	sealed, err := r.keys.Seal(ctx, owner, buf.Bytes(), spanAD(runID, seq))
 	if err != nil {
 		return nil, fmt.Errorf("seal span data: %w", err)
 	}
-	return json.Marshal(sealedData{Sealed: sealed})
+	return json.Marshal(sealedData{Sealed: sealed, Deflate: true})
 }
 
-// opened returns a stored span's data in the clear.
-func (r *Recorder) opened(ctx context.Context, owner int64, runID string, sp SpanInfo) (json.RawMessage, error) {
-	if sp.Kind != KindModelRequest || r.keys == nil || !bytes.HasPrefix(sp.Data, []byte(`{"sealed":`)) {
-		return sp.Data, nil
+// isSealed tells sealed span data from plaintext JSON (rows written before 0023).
+func isSealed(data []byte) bool { return bytes.HasPrefix(data, []byte(`{"sealed":`)) }
+
+// maxSpanData bounds a span's data once inflated, against a hostile row.
+const maxSpanData = 64 << 20
+
+// opened returns a stored span's data in the clear. Plaintext rows (from before
+// sealing covered every kind) come back as they are until SealStored seals them.
+func (r *Recorder) opened(ctx context.Context, owner int64, runID string, seq int, data json.RawMessage) (json.RawMessage, error) {
+	if r.keys == nil || !isSealed(data) {
+		return data, nil
 	}
 	var sd sealedData
-	if err := json.Unmarshal(sp.Data, &sd); err != nil {
+	if err := json.Unmarshal(data, &sd); err != nil {
 		return nil, err
 	}
-	return r.keys.Open(ctx, owner, sd.Sealed, spanAD(runID, sp.Seq))
+	plain, err := r.keys.Open(ctx, owner, sd.Sealed, spanAD(runID, seq))
+	if err != nil || !sd.Deflate {
+		return plain, err
+	}
+	out, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(plain)), maxSpanData))
+	if err != nil {
+		return nil, fmt.Errorf("inflate span data: %w", err)
+	}
+	return out, nil
+}
+
+// SealStored seals the data of spans stored in the clear (written before every
+// kind was sealed), a batch at a time, until none is left or ctx ends, and returns
+// how many it sealed. It runs in the background at start-up: reads open both forms
+// meanwhile, and sealing on read instead would leave runs nobody opens in the
+// clear for ever.
+func (r *Recorder) SealStored(ctx context.Context, batch int) (int, error) {
+	if r.keys == nil {
+		return 0, nil
+	}
+	total, after := 0, int64(0)
+	for ctx.Err() == nil {
+		plain, err := r.db.PlainSpans(ctx, after, batch)
+		if err != nil || len(plain) == 0 {
+			return total, err
+		}
+		after = plain[len(plain)-1].ID
+		for i := range plain {
+			if plain[i].Data, err = r.seal(ctx, plain[i].OwnerID, plain[i].RunID, plain[i].Seq, plain[i].Data); err != nil {
+				return total, fmt.Errorf("trace: seal stored span %d: %w", plain[i].ID, err)
+			}
+		}
+		if err := r.db.SealSpans(ctx, plain); err != nil {
+			return total, fmt.Errorf("trace: seal stored spans: %w", err)
+		}
+		total += len(plain)
+	}
+	return total, ctx.Err()
 }
 
 // End finishes the span. An empty status becomes "ok", or "error" when err is
