@@ -21,8 +21,8 @@ const (
 type stderrRing struct {
 	secrets []string
 	mu      sync.Mutex
-	lines []string
-	next  int // where the next line goes once full
+	lines   []string
+	next    int // where the next line goes once full
 }
 
 func newStderrRing(secrets []string) *stderrRing { return &stderrRing{secrets: secrets} }
