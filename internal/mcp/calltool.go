@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"atrium/internal/tools"
@@ -160,6 +162,15 @@ func (s *server) executor(mcpName string) func(context.Context, tools.Call) (str
 		req.Params.Arguments = json.RawMessage(call.Args)
 		s.calls.Add(1)
 		res, err := c.client.CallTool(ctx, req)
+		if errors.Is(err, transport.ErrSessionTerminated) && ctx.Err() == nil {
+			// The server restarted and forgot the session, so it did not run the call:
+			// reconnect (a new initialize) and try once more.
+			c.signalLost(err)
+			if next := s.awaitNewConn(ctx, c); next != nil {
+				c = next
+				res, err = c.client.CallTool(ctx, req)
+			}
+		}
 		s.calls.Add(-1)
 		if err != nil {
 			if ctx.Err() != nil {

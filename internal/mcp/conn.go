@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -31,6 +32,7 @@ type conn struct {
 
 	lost   chan error    // cap 1: the connection broke (a call's transport error, SSE stream lost)
 	relist chan struct{} // cap 1: the server said a list changed
+	check  chan struct{} // cap 1: the event stream ended; see whether the server still answers
 
 	// stdio only
 	cmd        *exec.Cmd
@@ -45,6 +47,13 @@ type conn struct {
 func (c *conn) signalLost(err error) {
 	select {
 	case c.lost <- err:
+	default:
+	}
+}
+
+func (c *conn) signalCheck() {
+	select {
+	case c.check <- struct{}{}:
 	default:
 	}
 }
@@ -107,7 +116,7 @@ type catalog struct {
 // started is closed.
 func (s *server) connect() (*conn, catalog, error) {
 	cctx, cancel := context.WithCancel(s.ctx)
-	c := &conn{cancel: cancel, lost: make(chan error, 1), relist: make(chan struct{}, 1)}
+	c := &conn{cancel: cancel, lost: make(chan error, 1), relist: make(chan struct{}, 1), check: make(chan struct{}, 1)}
 	var err error
 	switch s.cfg.Transport {
 	case TransportStdio:
@@ -303,13 +312,14 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 			tr = sse
 		}
 	} else {
+		hc.Transport = &httpGate{next: hc.Transport, log: s.log, onStreamEnd: c.signalCheck}
 		tr, err = transport.NewStreamableHTTP(s.cfg.URL,
 			transport.WithHTTPBasicClient(hc),
 			transport.WithHTTPHeaders(headers),
 			// The GET stream carries list_changed; it is best effort, since the
 			// lists are fetched again after every reconnect anyway.
 			transport.WithContinuousListening(),
-			transport.WithHTTPLogger(s.log))
+			transport.WithHTTPLogger(slog.New(quietListener{s.log.Handler()})))
 	}
 	if err != nil {
 		return fmt.Errorf("bad URL: %w", err)

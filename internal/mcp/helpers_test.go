@@ -153,12 +153,18 @@ type harness struct {
 
 func newHarness(tb testing.TB) *harness {
 	tb.Helper()
-	reg := tools.NewRegistry(nil, nil)
-	rec := &recorder{}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	return newHarnessLog(tb, log)
+}
+
+// newHarnessLog is newHarness with the supervisor logging to log.
+func newHarnessLog(tb testing.TB, log *slog.Logger) *harness {
+	tb.Helper()
+	reg := tools.NewRegistry(nil, nil)
+	rec := &recorder{}
 	sup := mcp.NewSupervisor(reg, log, rec.add)
 	sup.BackoffBase = 50 * time.Millisecond
 	sup.BackoffMax = 500 * time.Millisecond

@@ -141,6 +141,10 @@ func (s *server) serve(c *conn) error {
 			if err := s.probe(c); err != nil {
 				return fmt.Errorf("health check failed: %w", err)
 			}
+		case <-c.check:
+			if err := s.probe(c); err != nil {
+				return fmt.Errorf("the event stream ended and the server does not answer: %w", err)
+			}
 		case <-c.relist:
 			ctx, cancel := context.WithTimeout(s.ctx, s.sup.ConnectTimeout)
 			cat, err := s.list(ctx, c)
@@ -180,10 +184,12 @@ func (s *server) probe(c *conn) error {
 }
 
 // isTransportError reports whether err means the connection is broken rather
-// than that the server answered with an error.
+// than that the server answered with an error. A server that forgot the session
+// (restarted) is a broken connection too: it needs a new initialize.
 func isTransportError(err error) bool {
 	var te *transport.Error
-	return errors.As(err, &te) || errors.Is(err, transport.ErrTransportClosed)
+	return errors.As(err, &te) || errors.Is(err, transport.ErrTransportClosed) ||
+		errors.Is(err, transport.ErrSessionTerminated)
 }
 
 // setReady makes c the server's connection and publishes cat's tools. It
@@ -274,6 +280,21 @@ func (s *server) readyConn() (*conn, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.conn, s.downSince
+}
+
+// awaitNewConn waits, within ctx and the connect timeout, for a ready connection
+// other than old; nil if none came.
+func (s *server) awaitNewConn(ctx context.Context, old *conn) *conn {
+	ctx, cancel := context.WithTimeout(ctx, s.sup.ConnectTimeout)
+	defer cancel()
+	for {
+		if c, _ := s.readyConn(); c != nil && c != old {
+			return c
+		}
+		if sleepCtx(ctx, 20*time.Millisecond) != nil {
+			return nil
+		}
+	}
 }
 
 // unavailable is the error a tool call gets while the server is down.
