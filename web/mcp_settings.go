@@ -63,6 +63,12 @@ func (s *Server) ApplyMCP(ctx context.Context) error {
 			s.Log.Error("web: mcp server not started", "server", row.Name, "err", err)
 			continue
 		}
+		if mcp.StoredInClear(row) {
+			// Saved before credentials in URLs and arguments were sealed: seal them now.
+			if err := s.mcpConfigs.Save(ctx, &cfg); err != nil {
+				s.Log.Warn("web: could not seal an MCP server's credentials", "server", row.Name, "err", err)
+			}
+		}
 		if s.Recorder != nil {
 			for _, v := range cfg.Secrets() {
 				s.Recorder.Redactor().AddSecret(v)
@@ -190,8 +196,10 @@ func (s *Server) mcpView(ctx context.Context, form views.MCPForm, notice string)
 				st.State = mcp.StateDisabled
 			}
 		}
+		// Credentials in the URL and arguments show as REDACTED; saving the form keeps them.
+		shownURL, shownArgs := mcp.RedactCredentials(cfg)
 		it := views.MCPServerItem{ID: row.ID, Status: statusView(st, row.Transport), Enabled: row.Enabled,
-			Command: cfg.Command, Args: cfg.Args, Dir: cfg.Dir, URL: cfg.URL,
+			Command: cfg.Command, Args: shownArgs, Dir: cfg.Dir, URL: shownURL,
 			AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeout: int(cfg.CallTimeout / time.Second),
 			TokenHint: crypto.Hint(cfg.BearerToken)}
 		if cerr != nil {
@@ -401,6 +409,9 @@ func (s *Server) updateMCPServer(c echo.Context) error {
 	}
 	f, cfg, err := mcpInput(c, &old)
 	f.ID = row.ID
+	if err == nil {
+		err = mcp.KeepRedacted(&cfg, old)
+	}
 	if err == nil {
 		err = s.mcpConfigs.Save(ctx, &cfg)
 	}

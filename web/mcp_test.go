@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -465,5 +466,41 @@ func TestMCPResourcesAndPrompts(t *testing.T) {
 	want := "Attached resource file:///notes.md (text/markdown):\n```\n# Notes\nremember <this>\n```\n\nsummarise"
 	if msgs[0].Content != want {
 		t.Errorf("stored user message %q, want %q", msgs[0].Content, want)
+	}
+}
+
+// A credential in a server's URL is sealed when saved through the form, shown REDACTED
+// on the page, kept when the REDACTED form is saved, and a row saved before this in
+// clear is sealed when the servers are next applied.
+func TestMCPURLCredentialSealed(t *testing.T) {
+	env, admin := mcpTestEnv(t)
+	const secret = "SEKRET-form-24680"
+	remote := closedURL(t) + "?api_key=" + secret
+	wantStatus(t, admin.post("/settings/mcp", url.Values{"name": {"remote"}, "transport": {"http"}, "url": {remote}}), http.StatusSeeOther)
+	page := admin.get("/settings/mcp").body
+	if strings.Contains(page, secret) || !strings.Contains(page, "api_key=REDACTED") {
+		t.Fatalf("the page shows the credential (or no REDACTED mark)")
+	}
+	row := env.mcpRow("remote")
+	wantStatus(t, admin.post(fmt.Sprintf("/settings/mcp/%d", row.ID), url.Values{"name": {"remote"}, "transport": {"http"},
+		"url": {strings.ReplaceAll(remote, secret, "REDACTED")}}), http.StatusSeeOther)
+	if cfg, err := env.srv.ServerConfig(context.Background(), env.mcpRow("remote")); err != nil || cfg.URL != remote {
+		t.Fatalf("after saving the REDACTED form: %q, %v", cfg.URL, err)
+	}
+
+	// A row from before: its URL in the plain config.
+	old := store.MCPServer{Name: "older", Transport: "http", Enabled: true,
+		Config: []byte(`{"url":"` + closedURL(t) + `?token=` + secret + `"}`)}
+	if err := env.db.SaveMCPServer(context.Background(), &old, func(int64) ([]byte, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.srv.ApplyMCP(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(env.mcpRow("older").Config, []byte(secret)) {
+		t.Fatal("the older row's credential is still stored in clear")
+	}
+	if cfg, _ := env.srv.ServerConfig(context.Background(), env.mcpRow("older")); !strings.Contains(cfg.URL, "token="+secret) {
+		t.Fatalf("the older row's URL lost its credential: %q", cfg.URL)
 	}
 }

@@ -114,7 +114,7 @@ func validHeaderName(k string) bool {
 }
 
 // Secrets returns the values to redact in traces and logs: env values, header
-// values and the bearer token, longest first (so that a secret containing
+// values, the bearer token and the credentials in the URL and arguments, longest first (so that a secret containing
 // another is redacted whole).
 func (c ServerConfig) Secrets() []string {
 	var out []string
@@ -130,6 +130,9 @@ func (c ServerConfig) Secrets() []string {
 		add(v)
 	}
 	add(c.BearerToken)
+	for _, v := range credentialValues(c) {
+		add(v)
+	}
 	sort.Slice(out, func(i, j int) bool {
 		if len(out[i]) != len(out[j]) {
 			return len(out[i]) > len(out[j])

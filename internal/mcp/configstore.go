@@ -50,6 +50,7 @@ type secretsJSON struct {
 	Env         map[string]string `json:"env,omitempty"`
 	Headers     map[string]string `json:"headers,omitempty"`
 	BearerToken string            `json:"bearer_token,omitempty"`
+	Credentials map[string]string `json:"credentials,omitempty"` // of the URL and args, by slot (credentials.go)
 }
 
 // SecretsAD binds a server's sealed secrets to its row.
@@ -58,9 +59,11 @@ func SecretsAD(id int64) []byte {
 }
 
 // Row maps cfg to its row, without the secrets (Seal adds them once the row has an
-// id, which the sealing is bound to).
+// id, which the sealing is bound to): credentials in the URL and arguments are
+// stored as REDACTED.
 func Row(cfg ServerConfig) store.MCPServer {
-	c := configJSON{Command: cfg.Command, Args: cfg.Args, Dir: cfg.Dir, URL: cfg.URL,
+	u, args, _ := splitCredentials(cfg)
+	c := configJSON{Command: cfg.Command, Args: args, Dir: cfg.Dir, URL: u,
 		AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeoutMS: cfg.CallTimeout.Milliseconds()}
 	b, _ := json.Marshal(c) // cannot fail: strings and numbers
 	return store.MCPServer{ID: cfg.ID, Name: cfg.Name, Transport: string(cfg.Transport), Config: b, Enabled: cfg.Enabled}
@@ -69,8 +72,12 @@ func Row(cfg ServerConfig) store.MCPServer {
 // Seal seals cfg's env, headers and token into row, bound to row.ID (nil when there
 // are none).
 func (cs *ConfigStore) Seal(ctx context.Context, row *store.MCPServer, cfg ServerConfig) error {
+	_, _, creds := splitCredentials(cfg)
 	sec := secretsJSON{Env: cfg.Env, Headers: cfg.Headers, BearerToken: cfg.BearerToken}
-	if len(sec.Env) == 0 && len(sec.Headers) == 0 && sec.BearerToken == "" {
+	if len(creds) > 0 {
+		sec.Credentials = creds
+	}
+	if len(sec.Env) == 0 && len(sec.Headers) == 0 && sec.BearerToken == "" && len(creds) == 0 {
 		row.SecretsSealed = nil
 		return nil
 	}
@@ -84,6 +91,21 @@ func (cs *ConfigStore) Seal(ctx context.Context, row *store.MCPServer, cfg Serve
 	}
 	row.SecretsSealed = sealed
 	return nil
+}
+
+// StoredInClear reports whether row keeps credentials of its URL or arguments in its
+// plain config (saved before they were sealed); saving its config again seals them.
+func StoredInClear(row store.MCPServer) bool {
+	var c configJSON
+	if json.Unmarshal(row.Config, &c) != nil {
+		return false
+	}
+	for _, v := range credentialValues(ServerConfig{URL: c.URL, Args: c.Args}) {
+		if v != RedactedValue {
+			return true
+		}
+	}
+	return false
 }
 
 // Config maps a row back to a config, opening its secrets. A config error is
@@ -112,6 +134,7 @@ func (cs *ConfigStore) Config(ctx context.Context, row store.MCPServer) (ServerC
 		return cfg, fmt.Errorf("mcp: server %q secrets: %w", row.Name, err)
 	}
 	cfg.Env, cfg.Headers, cfg.BearerToken = sec.Env, sec.Headers, sec.BearerToken
+	cfg.URL, cfg.Args, _ = fillCredentials(cfg.URL, cfg.Args, sec.Credentials)
 	return cfg, nil
 }
 
@@ -209,6 +232,15 @@ func KeepRedacted(cfg *ServerConfig, old ServerConfig) error {
 	}
 	if err := fix(cfg.Headers, old.Headers, "the header"); err != nil {
 		return err
+	}
+	_, _, slots := splitCredentials(old)
+	var missing string
+	if cfg.URL, cfg.Args, missing = fillCredentials(cfg.URL, cfg.Args, slots); missing != "" {
+		where := "the URL"
+		if strings.HasPrefix(missing, "arg:") {
+			where = "the arguments"
+		}
+		return errs.E(errs.Invalid, "Server %q: a credential in %s is REDACTED and no stored value exists; enter it.", cfg.Name, where)
 	}
 	if cfg.BearerToken == RedactedValue {
 		if old.BearerToken == "" {

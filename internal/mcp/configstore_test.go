@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,4 +148,101 @@ func TestKeepRedacted(t *testing.T) {
 	if err := mcp.KeepRedacted(&cfg, mcp.ServerConfig{}); !errs.Is(err, errs.Invalid) {
 		t.Errorf("a REDACTED token with none stored: %v", err)
 	}
+}
+
+// Credentials in a server's URL and arguments are secrets: sealed (not in the row's
+// config), REDACTED in exports and on the form, kept when a REDACTED form or paste is
+// saved, and redacted from status errors and logs.
+func TestCredentialsInURLAndArgs(t *testing.T) {
+	ctx := context.Background()
+	cs, db := newConfigStore(t)
+	const qKey, flagTok, eqKey, envKey = "SEKRET-q-1111", "SEKRET-t-2222", "SEKRET-k-3333", "SEKRET-e-4444"
+	remote := mcp.ServerConfig{Name: "remote", Transport: mcp.TransportHTTP, Enabled: true,
+		URL: "https://example.com/mcp?mode=fast&api_key=" + qKey + "#top"}
+	local := mcp.ServerConfig{Name: "local", Transport: mcp.TransportStdio, Command: "server", Enabled: true,
+		Args: []string{"--token", flagTok, "--api-key=" + eqKey, "GITHUB_TOKEN=" + envKey, "--verbose", "--keyboard", "plain"}}
+	for _, c := range []*mcp.ServerConfig{&remote, &local} {
+		if err := cs.Save(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secrets := []string{qKey, flagTok, eqKey, envKey}
+	rows, _ := db.ListMCPServers(ctx)
+	for _, row := range rows {
+		for _, s := range secrets {
+			if bytes.Contains(row.Config, []byte(s)) || bytes.Contains(row.SecretsSealed, []byte(s)) {
+				t.Errorf("row %s stores %s in clear: %s", row.Name, s, row.Config)
+			}
+		}
+	}
+	cfgs := listConfigs(t, cs, db)
+	byName := map[string]mcp.ServerConfig{}
+	for _, c := range cfgs {
+		byName[c.Name] = c
+	}
+	if got := byName["remote"].URL; got != remote.URL {
+		t.Errorf("URL back as %q", got)
+	}
+	if got := strings.Join(byName["local"].Args, " "); got != strings.Join(local.Args, " ") {
+		t.Errorf("args back as %q", got)
+	}
+	for _, c := range cfgs {
+		sec := strings.Join(c.Secrets(), " ")
+		for _, s := range secrets {
+			inCfg := strings.Contains(c.URL, s) || strings.Contains(strings.Join(c.Args, " "), s)
+			if inCfg && !strings.Contains(sec, s) {
+				t.Errorf("%s: %s is not among the secrets to redact", c.Name, s)
+			}
+		}
+	}
+	// Plain flags stay readable.
+	u, args := mcp.RedactCredentials(byName["local"])
+	if want := "--token REDACTED --api-key=REDACTED GITHUB_TOKEN=REDACTED --verbose --keyboard plain"; strings.Join(args, " ") != want || u != "" {
+		t.Errorf("redacted args %q, want %q", strings.Join(args, " "), want)
+	}
+
+	exported, err := mcp.ExportServersJSON(cfgs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets {
+		if bytes.Contains(exported, []byte(s)) {
+			t.Errorf("export holds %s:\n%s", s, exported)
+		}
+	}
+	if !bytes.Contains(exported, []byte("api_key=REDACTED#top")) {
+		t.Errorf("export does not mark the URL credential:\n%s", exported)
+	}
+	// Importing the REDACTED export keeps the stored credentials.
+	if _, err := cs.Import(ctx, exported); err != nil {
+		t.Fatal(err)
+	}
+	cfgs = listConfigs(t, cs, db)
+	for _, c := range cfgs {
+		if want := map[string]string{"remote": remote.URL, "local": strings.Join(local.Args, " ")}[c.Name]; c.URL != want && strings.Join(c.Args, " ") != want {
+			t.Errorf("%s after a REDACTED import: url %q args %q", c.Name, c.URL, c.Args)
+		}
+	}
+	// A REDACTED credential with nothing stored is refused, not saved as the word.
+	fresh := `{"mcpServers":{"new":{"url":"https://example.com/mcp?token=REDACTED"}}}`
+	if _, err := cs.Import(ctx, []byte(fresh)); err == nil || !strings.Contains(err.Error(), "REDACTED") {
+		t.Errorf("import of an unknown REDACTED credential: %v", err)
+	}
+}
+
+func listConfigs(t *testing.T, cs *mcp.ConfigStore, db *store.DB) []mcp.ServerConfig {
+	t.Helper()
+	rows, err := db.ListMCPServers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []mcp.ServerConfig
+	for _, r := range rows {
+		c, err := cs.Config(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, c)
+	}
+	return out
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -243,7 +242,7 @@ func (s *server) startStdio(ctx context.Context, c *conn) error {
 		return cmd, nil
 	}
 	tr := transport.NewStdioWithOptions(s.cfg.Command, childEnv(s.cfg.Env), s.cfg.Args,
-		transport.WithCommandFunc(cmdFunc), transport.WithCommandLogger(s.log))
+		transport.WithCommandFunc(cmdFunc), transport.WithCommandLogger(newTransportLog(s.log, s.secrets)))
 	cl := client.NewClient(tr)
 	err = cl.Start(ctx)
 	w.Close() // the child has its own copy; EOF on r now means the child (and its group) let go
@@ -306,7 +305,7 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 			transport.WithHeaders(headers),
 			transport.WithEndpointTimeout(s.sup.ConnectTimeout),
 			transport.WithResponseTimeout(maxCallTimeout),
-			transport.WithSSELogger(s.log))
+			transport.WithSSELogger(newTransportLog(s.log, s.secrets)))
 		if err == nil {
 			sse.SetConnectionLostHandler(func(err error) { c.signalLost(fmt.Errorf("event stream lost: %w", err)) })
 			tr = sse
@@ -319,7 +318,7 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 			// The GET stream carries list_changed; it is best effort, since the
 			// lists are fetched again after every reconnect anyway.
 			transport.WithContinuousListening(),
-			transport.WithHTTPLogger(slog.New(quietListener{s.log.Handler()})))
+			transport.WithHTTPLogger(newTransportLog(s.log, s.secrets)))
 	}
 	if err != nil {
 		return fmt.Errorf("bad URL: %w", err)

@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -151,9 +152,18 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// quietListener lowers the level of mcp-go's event-stream messages: a refused stream is
-// the server's choice, not an error, and retries back off in httpGate.
-type quietListener struct{ slog.Handler }
+// transportLog is the logger handed to mcp-go's transports. It redacts the server's
+// secrets (mcp-go's messages quote URLs, which may carry credentials) and lowers the
+// level of its event-stream messages: a refused stream is the server's choice, not an
+// error, and retries back off in httpGate.
+type transportLog struct {
+	slog.Handler
+	secrets []string
+}
+
+func newTransportLog(log *slog.Logger, secrets []string) *slog.Logger {
+	return slog.New(transportLog{log.Handler(), secrets})
+}
 
 var listenerLevels = map[string]slog.Level{
 	"server does not support listening":             slog.LevelInfo,
@@ -161,20 +171,53 @@ var listenerLevels = map[string]slog.Level{
 	"listening to server forever":                   slog.LevelDebug,
 }
 
-func (q quietListener) Handle(ctx context.Context, r slog.Record) error {
-	if lvl, ok := listenerLevels[r.Message]; ok {
-		if !q.Handler.Enabled(ctx, lvl) {
-			return nil
-		}
-		r.Level = lvl
+func (q transportLog) Handle(ctx context.Context, r slog.Record) error {
+	lvl, ok := listenerLevels[r.Message]
+	if !ok {
+		lvl = r.Level
 	}
-	return q.Handler.Handle(ctx, r)
+	if !q.Handler.Enabled(ctx, lvl) {
+		return nil
+	}
+	out := slog.NewRecord(r.Time, lvl, redact(r.Message, q.secrets), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(q.redactAttr(a))
+		return true
+	})
+	return q.Handler.Handle(ctx, out)
 }
 
-func (q quietListener) WithAttrs(as []slog.Attr) slog.Handler {
-	return quietListener{q.Handler.WithAttrs(as)}
+func (q transportLog) redactAttr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, redact(v.String(), q.secrets))
+	case slog.KindAny:
+		if err, ok := v.Any().(error); ok {
+			return slog.String(a.Key, redact(err.Error(), q.secrets))
+		}
+		if st, ok := v.Any().(fmt.Stringer); ok {
+			return slog.String(a.Key, redact(st.String(), q.secrets))
+		}
+	case slog.KindGroup:
+		as := v.Group()
+		out := make([]any, len(as))
+		for i, g := range as {
+			out[i] = q.redactAttr(g)
+		}
+		return slog.Group(a.Key, out...)
+	}
+	return a
 }
 
-func (q quietListener) WithGroup(name string) slog.Handler {
-	return quietListener{q.Handler.WithGroup(name)}
+func (q transportLog) WithAttrs(as []slog.Attr) slog.Handler {
+	out := make([]slog.Attr, len(as))
+	for i, a := range as {
+		out[i] = q.redactAttr(a)
+	}
+	return transportLog{q.Handler.WithAttrs(out), q.secrets}
+}
+
+func (q transportLog) WithGroup(name string) slog.Handler {
+	return transportLog{q.Handler.WithGroup(name), q.secrets}
 }

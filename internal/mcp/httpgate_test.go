@@ -182,3 +182,24 @@ func TestHTTPDeadServerNoticedAtStreamEnd(t *testing.T) {
 		t.Errorf("noticed by the ping, not the stream: %q", h.status("remote").Error)
 	}
 }
+
+// A credential in the URL never reaches the logs or the card, whatever fails.
+func TestURLCredentialNotLogged(t *testing.T) {
+	t.Parallel()
+	const secret = "SEKRET-url-9876"
+	log, errs := countingLog()
+	h := newHarnessLog(t, log)
+	for _, tr := range []mcp.Transport{mcp.TransportHTTP, mcp.TransportSSE} {
+		h.sup.Apply(context.Background(), []mcp.ServerConfig{{Name: "dead-" + string(tr), Transport: tr, Enabled: true,
+			URL: fmt.Sprintf("http://127.0.0.1:%d/mcp?api_key=%s", freePort(t), secret)}})
+		st := h.waitState(t, "dead-"+string(tr), 30*time.Second, mcp.StateDegraded, mcp.StateFailed)
+		if strings.Contains(st.Error, secret) || !strings.Contains(st.Error, "api_key=REDACTED") {
+			t.Errorf("%s card error: %q", tr, st.Error)
+		}
+	}
+	errs.mu.Lock()
+	defer errs.mu.Unlock()
+	if strings.Contains(errs.buf.String(), secret) {
+		t.Errorf("the log holds the credential:\n%s", errs.buf.String())
+	}
+}

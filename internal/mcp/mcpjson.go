@@ -67,8 +67,12 @@ func ExportServersJSON(cfgs []ServerConfig, withSecrets bool) ([]byte, error) {
 			DenyTools:     c.DenyTools,
 			CallTimeoutMS: c.CallTimeout.Milliseconds(),
 		}
+		u, args := c.URL, c.Args
+		if !withSecrets {
+			u, args = RedactCredentials(c)
+		}
 		if c.Transport == TransportStdio {
-			s.Command, s.Args, s.Cwd = c.Command, c.Args, c.Dir
+			s.Command, s.Args, s.Cwd = c.Command, args, c.Dir
 			if len(c.Env) > 0 {
 				s.Env = make(map[string]string, len(c.Env))
 				for k, v := range c.Env {
@@ -76,7 +80,7 @@ func ExportServersJSON(cfgs []ServerConfig, withSecrets bool) ([]byte, error) {
 				}
 			}
 		} else {
-			s.Type, s.URL = string(c.Transport), c.URL
+			s.Type, s.URL = string(c.Transport), u
 			if len(c.Headers) > 0 || c.BearerToken != "" {
 				s.Headers = make(map[string]string, len(c.Headers)+1)
 				for k, v := range c.Headers {
