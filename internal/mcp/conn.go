@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -193,6 +195,7 @@ func (s *server) list(ctx context.Context, c *conn) (catalog, error) {
 			s.log.Warn("mcp: listing tools failed", "err", s.redact(err.Error()))
 		} else {
 			cat.tools = res.Tools
+			s.rawSchemas(ctx, c, cat.tools)
 		}
 	}
 	if caps.Resources != nil {
@@ -221,6 +224,60 @@ func (s *server) list(ctx context.Context, c *conn) (catalog, error) {
 	}
 	return cat, nil
 }
+
+// rawSchemas puts each tool's input schema back as the server sent it. mcp-go parses
+// schemas into a struct that keeps only type, properties, required, $defs and
+// additionalProperties, so a top-level anyOf/oneOf/allOf or $schema (the draft) was
+// lost: a tool requiring one of two fields accepted {}, and a draft-07 tool with tuple
+// items did not compile as 2020-12. The list is asked for again and read raw; on any
+// failure the parsed schemas stay. Only on the initialize-handshake protocols: the
+// stateless one needs request metadata that mcp-go adds internally.
+func (s *server) rawSchemas(ctx context.Context, c *conn, tools []mcp.Tool) {
+	if mcp.IsModernProtocol(c.client.ProtocolVersion()) || len(tools) == 0 {
+		return
+	}
+	raw := map[string]json.RawMessage{}
+	cursor := ""
+	for page := 0; page < 100; page++ {
+		req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, Method: string(mcp.MethodToolsList),
+			ID: mcp.NewRequestId(fmt.Sprintf("atrium-schemas-%d", rawListID.Add(1)))}
+		if cursor != "" {
+			req.Params = map[string]any{"cursor": cursor}
+		}
+		resp, err := c.client.GetTransport().SendRequest(ctx, req)
+		if err != nil || resp.Error != nil {
+			return
+		}
+		var res struct {
+			Tools []struct {
+				Name        string          `json:"name"`
+				InputSchema json.RawMessage `json:"inputSchema"`
+			} `json:"tools"`
+			NextCursor string `json:"nextCursor"`
+		}
+		if json.Unmarshal(resp.Result, &res) != nil {
+			return
+		}
+		for _, t := range res.Tools {
+			if len(t.InputSchema) > 0 && t.InputSchema[0] == '{' {
+				raw[t.Name] = t.InputSchema
+			}
+		}
+		if res.NextCursor == "" || res.NextCursor == cursor {
+			break
+		}
+		cursor = res.NextCursor
+	}
+	for i := range tools {
+		if r, ok := raw[tools[i].Name]; ok {
+			tools[i].RawInputSchema = r
+			tools[i].InputSchema = mcp.ToolInputSchema{}
+		}
+	}
+}
+
+// rawListID numbers rawSchemas' requests apart from mcp-go's own (integer) ids.
+var rawListID atomic.Int64
 
 // startStdio spawns the child in its own process group with only the
 // configured env plus PATH and HOME, and its stderr going into the server's

@@ -637,3 +637,36 @@ func TestFilesystemServer(t *testing.T) {
 		t.Fatalf("reading outside the allowed directory = %+v, want the server's isError", res)
 	}
 }
+
+// Tool schemas reach validation as the server sent them: a top-level anyOf is
+// enforced, and a draft-07 schema with tuple items is registered and enforced too.
+func TestToolSchemasKeepDetail(t *testing.T) {
+	t.Parallel()
+	node := needNode(t)
+	h := newHarness(t)
+	h.sup.Apply(context.Background(), []mcp.ServerConfig{{
+		Name: "hang", Transport: mcp.TransportStdio, Command: node, Args: []string{hangJS()}, Enabled: true,
+		Env: map[string]string{"HANG_SCHEMA_TOOLS": "1"},
+	}})
+	h.waitState(t, "hang", 20*time.Second, mcp.StateReady)
+	for _, c := range []struct {
+		tool string
+		args any
+		ok   bool
+	}{
+		{"hang__either", map[string]any{}, false},
+		{"hang__either", map[string]any{"a": "x"}, true},
+		{"hang__either", map[string]any{"b": "y"}, true},
+		{"hang__pair", map[string]any{"p": []any{"s", 1}}, true},
+		{"hang__pair", map[string]any{"p": []any{1, "s"}}, false},
+		{"hang__pair", map[string]any{"p": []any{"s", 1, "extra"}}, false},
+	} {
+		res := h.call(t, c.tool, c.args)
+		if res.IsError == c.ok {
+			t.Errorf("%s %v: error %v (%s), want ok=%v", c.tool, c.args, res.IsError, res.Content, c.ok)
+		}
+	}
+	if !slices.Contains(h.toolNames(), "hang__pair") {
+		t.Fatalf("the draft-07 tool was skipped: %v", h.toolNames())
+	}
+}

@@ -38,8 +38,19 @@ func compileSchema(name string, raw []byte) (*jsonschema.Schema, error) {
 	if !ok || obj["type"] != "object" {
 		return nil, errors.New(`schema must have "type": "object" at the top level`)
 	}
+	sch, err := compileDraft(name, doc, jsonschema.Draft2020)
+	if _, declared := obj["$schema"]; err != nil && !declared {
+		// Many tools are written for draft-07 without saying so (tuple "items", say).
+		if sch7, err7 := compileDraft(name, doc, jsonschema.Draft7); err7 == nil {
+			return sch7, nil
+		}
+	}
+	return sch, err
+}
+
+func compileDraft(name string, doc any, draft *jsonschema.Draft) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
+	c.DefaultDraft(draft)
 	c.UseLoader(refLoader{})
 	loc := schemaBase + name + ".json"
 	if err := c.AddResource(loc, doc); err != nil {

@@ -254,6 +254,12 @@ func TestRegister(t *testing.T) {
 		{"schema local $ref", with(func(t *tools.Tool) {
 			t.Schema = json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"$defs":{"n":{"type":"number"}}}`)
 		}), ""},
+		{"undeclared draft-07 tuple items", with(func(t *tools.Tool) {
+			t.Schema = json.RawMessage(`{"type":"object","properties":{"p":{"type":"array","items":[{"type":"string"}]}}}`)
+		}), ""},
+		{"declared 2020-12 with tuple items", with(func(t *tools.Tool) {
+			t.Schema = json.RawMessage(`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"p":{"type":"array","items":[{"type":"string"}]}}}`)
+		}), errs.Invalid},
 		{"draft-07 schema", with(func(t *tools.Tool) {
 			t.Schema = json.RawMessage(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"number"}}}`)
 		}), ""},

@@ -6,6 +6,7 @@
 //   big  — returns 300,000 bytes of text (the client must cut it);
 //   fail — returns an isError result;
 //   grow — adds a tool "extra" and sends notifications/tools/list_changed.
+//   (either, pair: see HANG_SCHEMA_TOOLS below.)
 // Unknown methods get a JSON-RPC "method not found" error.
 "use strict";
 const readline = require("node:readline");
@@ -28,6 +29,33 @@ const tools = [
   { name: "fail", description: "Always fails.", inputSchema: { type: "object" } },
   { name: "grow", description: "Adds a tool.", inputSchema: { type: "object" } },
 ];
+
+// With HANG_SCHEMA_TOOLS=1 two tools whose schemas a lossy client would break:
+//   either — anyOf at the top: "a" or "b" is required (so {} is invalid);
+//   pair   — draft-07 tuple items (an array of exactly a string and a number).
+if (process.env.HANG_SCHEMA_TOOLS) {
+  tools.push(
+    {
+      name: "either",
+      description: "Needs a or b.",
+      inputSchema: {
+        type: "object",
+        properties: { a: { type: "string" }, b: { type: "string" } },
+        anyOf: [{ required: ["a"] }, { required: ["b"] }],
+      },
+    },
+    {
+      name: "pair",
+      description: "Takes a pair.",
+      inputSchema: {
+        $schema: "http://json-schema.org/draft-07/schema#",
+        type: "object",
+        properties: { p: { type: "array", items: [{ type: "string" }, { type: "number" }], additionalItems: false } },
+        required: ["p"],
+      },
+    },
+  );
+}
 
 const reply = (id, result) => send({ jsonrpc: "2.0", id, result });
 
@@ -77,6 +105,8 @@ readline.createInterface({ input: process.stdin }).on("line", (line) => {
         }
         reply(msg.id, { content: [{ type: "text", text: "grown" }] });
         send({ jsonrpc: "2.0", method: "notifications/tools/list_changed" });
+      } else if (msg.params.name === "either" || msg.params.name === "pair") {
+        reply(msg.id, { content: [{ type: "text", text: "ok " + JSON.stringify(msg.params.arguments) }] });
       } else if (msg.params.name === "extra") {
         reply(msg.id, { content: [{ type: "text", text: "extra works" }] });
       } else if (msg.params.name === "ask") {
