@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"atrium/internal/contextwin"
@@ -60,9 +61,9 @@ func (a *Agent) foldLater(t *turn) {
 
 // fold advances the rolling summary over the turns that left the verbatim window. The
 // watermark moves only when the model's summary succeeded (and only forward); a failure
-// is recorded and the turns stay in the context verbatim as the budget allows, so
-// history is never silently dropped.
-func (t *turn) fold(base context.Context) {
+// is recorded and returned, and the turns stay in the context verbatim as the budget
+// allows or are reported dropped.
+func (t *turn) fold(base context.Context) error {
 	a := t.a
 	turns := t.unsummarised
 	ctx, cancel := context.WithTimeout(base, 90*time.Second)
@@ -73,12 +74,12 @@ func (t *turn) fold(base context.Context) {
 		older, err := a.Store.MessagesFrom(ctx, t.s.ID, t.summarySeq, foldBatch)
 		if err != nil {
 			a.Log.Warn("agent: summary: load", "session", t.s.ID, "err", err)
-			return
+			return err
 		}
 		turns = wholeTurns(older, turns[0].Seq)
 	}
 	if len(turns) == 0 {
-		return
+		return errors.New("agent: summary: nothing to fold")
 	}
 	started := a.Now()
 	summarize := func(ctx context.Context, msgs []llm.Message) (string, error) {
@@ -97,6 +98,7 @@ func (t *turn) fold(base context.Context) {
 	}
 	t.emit(Event{Kind: EventSummary, Err: err, Duration: a.Now().Sub(started), Summary: &SummaryUpdate{
 		FromSeq: turns[0].Seq, ToSeq: last, PreviousWatermark: t.summarySeq, Summary: summary, Tokens: a.Tokens.Count(summary)}})
+	return err
 }
 
 // wholeTurns returns the messages of msgs before seq limit, ending before the last user
