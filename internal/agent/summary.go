@@ -65,6 +65,9 @@ func (a *Agent) foldLater(t *turn) {
 // allows or are reported dropped.
 func (t *turn) fold(base context.Context) error {
 	a := t.a
+	if !t.foldDue() {
+		return errFoldBackoff
+	}
 	turns := t.unsummarised
 	ctx, cancel := context.WithTimeout(base, 90*time.Second)
 	defer cancel()
@@ -93,12 +96,49 @@ func (t *turn) fold(base context.Context) error {
 	if err == nil {
 		_, err = a.Store.AdvanceSessionSummary(ctx, t.s.ID, t.s.OwnerID, summary, last)
 	}
+	t.foldResult(err)
 	if err != nil {
 		a.Log.Warn("agent: summary not updated; older turns stay verbatim", "session", t.s.ID, "err", err)
 	}
 	t.emit(Event{Kind: EventSummary, Err: err, Duration: a.Now().Sub(started), Summary: &SummaryUpdate{
 		FromSeq: turns[0].Seq, ToSeq: last, PreviousWatermark: t.summarySeq, Summary: summary, Tokens: a.Tokens.Count(summary)}})
 	return err
+}
+
+// errFoldBackoff: folds of this session failed lately, so this turn does not try.
+var errFoldBackoff = errors.New("agent: summary: backing off after failed folds")
+
+// foldDue reports whether this turn may try a fold. After k failed folds in a row the
+// next 2^k-1 turns (at most 15) do not try, so a broken summarizer costs a model call
+// now and then, not one per turn. Decided once per turn (its steps and its after-reply
+// fold share the answer).
+func (t *turn) foldDue() bool {
+	if t.foldDecided {
+		return t.foldOK
+	}
+	a := t.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t.foldDecided, t.foldOK = true, a.foldWait[t.s.ID] == 0
+	if !t.foldOK {
+		a.foldWait[t.s.ID]--
+	}
+	return t.foldOK
+}
+
+// foldResult records a fold's outcome for the backoff.
+func (t *turn) foldResult(err error) {
+	a := t.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err == nil {
+		delete(a.foldFails, t.s.ID)
+		delete(a.foldWait, t.s.ID)
+		return
+	}
+	t.foldOK = false // not again in this turn
+	a.foldFails[t.s.ID]++
+	a.foldWait[t.s.ID] = min(1<<min(a.foldFails[t.s.ID], 4)-1, 15)
 }
 
 // wholeTurns returns the messages of msgs before seq limit, ending before the last user

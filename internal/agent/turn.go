@@ -41,6 +41,8 @@ type turn struct {
 	steps         int
 	inTok, outTok int
 	unsummarised  []store.Message // turns that left the verbatim window at the last step
+	foldDecided   bool            // foldDue ran for this turn; foldOK is its answer
+	foldOK        bool
 	summary       string
 	summarySeq    int64
 	final         *store.Message

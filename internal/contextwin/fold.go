@@ -120,7 +120,11 @@ func foldPrompt(old string, turns []store.Message, b Budgets, tok Tokenizer) str
 		sb.WriteString(content)
 		for _, c := range calls {
 			names[c.ID] = c.Name
-			fmt.Fprintf(&sb, "\n(Assistant called %s with %s)", c.Name, c.Arguments)
+			args := c.Arguments // cut like a long result: they can be as large
+			if n := tok.Count(args); n > b.ToolResultMax && n > b.ToolResultHead+b.ToolResultTail {
+				args, _ = cutText(tok, args, n, b.ToolResultHead, b.ToolResultTail)
+			}
+			fmt.Fprintf(&sb, "\n(Assistant called %s with %s)", c.Name, args)
 		}
 	}
 	return sb.String()
