@@ -84,6 +84,7 @@ func (t *turn) fold(base context.Context) error {
 	if len(turns) == 0 {
 		return errors.New("agent: summary: nothing to fold")
 	}
+	turns = contextwin.FoldBatch(turns, a.cfg.Budgets, a.Tokens) // a backlog is folded in several batches
 	started := a.Now()
 	summarize := func(ctx context.Context, msgs []llm.Message) (string, error) {
 		resp, err := t.provider.Stream(ctx, llm.Request{Model: t.model, Messages: msgs}, func(llm.Event) {})

@@ -184,7 +184,7 @@ func TestFailedSummaryKeepsTurnsVerbatim(t *testing.T) {
 	}
 
 	// Nothing was dropped: the next reply sees every old turn verbatim.
-	h.llm.Enqueue(llmtest.Reply{Text: []string{"fifth answer"}}, llmtest.Reply{Text: []string{"A summary."}})
+	h.llm.Enqueue(llmtest.Reply{Text: []string{"fifth answer"}})
 	h.send(t, "fifth question")
 	h.sink.waitFinal(t, 2)
 	h.waitIdle(t)
@@ -193,9 +193,17 @@ func TestFailedSummaryKeepsTurnsVerbatim(t *testing.T) {
 	if got := contents(h.llm.Requests()[2]); !slices.Equal(got, want) {
 		t.Errorf("next request %q\nwant %q", got, want)
 	}
-	// That turn's fold succeeded and covered everything outside the last two turns.
-	if sess := h.storedSession(t); sess.SummarySeq != 6 || sess.Summary != "A summary." {
-		t.Errorf("after the retry the summary is %q up to %d, want it up to 6", sess.Summary, sess.SummarySeq)
+	// That turn backed off (no fold after one failure); the next one retries, and its
+	// fold covers everything outside the last two turns.
+	if n := len(h.llm.Requests()); n != 3 {
+		t.Errorf("%d model calls, want no fold on the turn after a failure", n)
+	}
+	h.llm.Enqueue(llmtest.Reply{Text: []string{"sixth answer"}}, llmtest.Reply{Text: []string{"A summary."}})
+	h.send(t, "sixth question")
+	h.sink.waitFinal(t, 3)
+	h.waitIdle(t)
+	if sess := h.storedSession(t); sess.SummarySeq != 8 || sess.Summary != "A summary." {
+		t.Errorf("after the retry the summary is %q up to %d, want it up to 8", sess.Summary, sess.SummarySeq)
 	}
 }
 
