@@ -415,6 +415,19 @@ func TestContextMeterBox(t *testing.T) {
 			t.Errorf("placeholder text = %q", text(els[0]))
 		}
 	})
+	t.Run("tool rows", func(t *testing.T) {
+		// Issue 10 item 5: the definitions are not labelled "Tool results".
+		m := &views.ContextMeter{Limit: 1000, Total: 700, Zones: []views.MeterZone{
+			{Name: "tool_results", Tokens: 0}, {Name: "tools", Tokens: 692}, {Name: "dropped", Tokens: 8}}}
+		labels := map[string]string{}
+		for _, z := range findAll(byAttr("data-testid", "meter-zone"), parseFragment(t, views.ContextMeterBox(m))...) {
+			name, _ := attr(z, "data-zone")
+			labels[name] = text(one(t, "name", byClass("zone-name"), z))
+		}
+		if labels["tool_results"] != "Tool results" || labels["tools"] != "Tool definitions" || labels["dropped"] != "Dropped (not summarised)" {
+			t.Errorf("labels %v", labels)
+		}
+	})
 	t.Run("zones", func(t *testing.T) {
 		m := &views.ContextMeter{Limit: 120000, Total: 5234, Zones: []views.MeterZone{
 			{Name: "pinned", Tokens: 640, Budget: 800},

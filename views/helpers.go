@@ -228,8 +228,12 @@ func zoneLabel(name string) string {
 		return "Summary"
 	case "history":
 		return "History"
-	case "tools":
+	case "tool_results":
 		return "Tool results"
+	case "tools":
+		return "Tool definitions"
+	case "dropped":
+		return "Dropped (not summarised)"
 	}
 	return name
 }

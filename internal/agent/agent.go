@@ -94,6 +94,8 @@ type Agent struct {
 	queued     map[string]queuedSend
 	folding    map[string]bool // sessions with a summary fold in progress
 	background map[string]int  // after-reply jobs (fold, memory extraction) running per session
+	foldFails  map[string]int  // consecutive failed summary folds per session
+	foldWait   map[string]int  // turns to skip folding after them (backoff)
 	closed     bool
 	wg         sync.WaitGroup
 }
@@ -165,7 +167,7 @@ func New(d Deps) *Agent {
 	base, cancel := context.WithCancel(context.Background())
 	return &Agent{Deps: d, cfg: c, instance: d.Instance, base: base, cancelBase: cancel,
 		runs: map[string]*run{}, queued: map[string]queuedSend{}, folding: map[string]bool{},
-		background: map[string]int{}}
+		background: map[string]int{}, foldFails: map[string]int{}, foldWait: map[string]int{}}
 }
 
 // Subscribe adds a consumer of the event stream: every event of every run reaches each

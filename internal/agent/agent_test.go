@@ -118,6 +118,7 @@ type options struct {
 	cfg        agent.Config
 	tools      []tools.Tool // more tools, registered after the built-ins
 	log        *slog.Logger
+	window     int // config.Config.ContextWindow, as ATRIUM_CONTEXT_WINDOW sets it
 }
 
 const apiKey = "sk-test-SECRET-abcdef123456"
@@ -129,7 +130,8 @@ func newHarness(t *testing.T, o options) *harness {
 	ctx := context.Background()
 	fake := llmtest.NewServer(t)
 	sink := newRecorder()
-	cfg := config.Config{DataDir: t.TempDir(), ModelStartTimeout: 200 * time.Millisecond, ModelIdleTimeout: 200 * time.Millisecond}
+	cfg := config.Config{DataDir: t.TempDir(), ModelStartTimeout: 200 * time.Millisecond, ModelIdleTimeout: 200 * time.Millisecond,
+		ContextWindow: o.window}
 	opts := app.Options{Agent: o.cfg, Tools: o.tools, Sinks: []agent.Sink{sink}, Log: o.log}
 	a := startApp(t, cfg, opts)
 	db := a.Store

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"atrium/internal/contextwin"
@@ -60,10 +61,13 @@ func (a *Agent) foldLater(t *turn) {
 
 // fold advances the rolling summary over the turns that left the verbatim window. The
 // watermark moves only when the model's summary succeeded (and only forward); a failure
-// is recorded and the turns stay in the context verbatim as the budget allows, so
-// history is never silently dropped.
-func (t *turn) fold(base context.Context) {
+// is recorded and returned, and the turns stay in the context verbatim as the budget
+// allows or are reported dropped.
+func (t *turn) fold(base context.Context) error {
 	a := t.a
+	if !t.foldDue() {
+		return errFoldBackoff
+	}
 	turns := t.unsummarised
 	ctx, cancel := context.WithTimeout(base, 90*time.Second)
 	defer cancel()
@@ -73,13 +77,14 @@ func (t *turn) fold(base context.Context) {
 		older, err := a.Store.MessagesFrom(ctx, t.s.ID, t.summarySeq, foldBatch)
 		if err != nil {
 			a.Log.Warn("agent: summary: load", "session", t.s.ID, "err", err)
-			return
+			return err
 		}
 		turns = wholeTurns(older, turns[0].Seq)
 	}
 	if len(turns) == 0 {
-		return
+		return errors.New("agent: summary: nothing to fold")
 	}
+	turns = contextwin.FoldBatch(turns, a.cfg.Budgets, a.Tokens) // a backlog is folded in several batches
 	started := a.Now()
 	summarize := func(ctx context.Context, msgs []llm.Message) (string, error) {
 		resp, err := t.provider.Stream(ctx, llm.Request{Model: t.model, Messages: msgs}, func(llm.Event) {})
@@ -92,11 +97,49 @@ func (t *turn) fold(base context.Context) {
 	if err == nil {
 		_, err = a.Store.AdvanceSessionSummary(ctx, t.s.ID, t.s.OwnerID, summary, last)
 	}
+	t.foldResult(err)
 	if err != nil {
 		a.Log.Warn("agent: summary not updated; older turns stay verbatim", "session", t.s.ID, "err", err)
 	}
 	t.emit(Event{Kind: EventSummary, Err: err, Duration: a.Now().Sub(started), Summary: &SummaryUpdate{
 		FromSeq: turns[0].Seq, ToSeq: last, PreviousWatermark: t.summarySeq, Summary: summary, Tokens: a.Tokens.Count(summary)}})
+	return err
+}
+
+// errFoldBackoff: folds of this session failed lately, so this turn does not try.
+var errFoldBackoff = errors.New("agent: summary: backing off after failed folds")
+
+// foldDue reports whether this turn may try a fold. After k failed folds in a row the
+// next 2^k-1 turns (at most 15) do not try, so a broken summarizer costs a model call
+// now and then, not one per turn. Decided once per turn (its steps and its after-reply
+// fold share the answer).
+func (t *turn) foldDue() bool {
+	if t.foldDecided {
+		return t.foldOK
+	}
+	a := t.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t.foldDecided, t.foldOK = true, a.foldWait[t.s.ID] == 0
+	if !t.foldOK {
+		a.foldWait[t.s.ID]--
+	}
+	return t.foldOK
+}
+
+// foldResult records a fold's outcome for the backoff.
+func (t *turn) foldResult(err error) {
+	a := t.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err == nil {
+		delete(a.foldFails, t.s.ID)
+		delete(a.foldWait, t.s.ID)
+		return
+	}
+	t.foldOK = false // not again in this turn
+	a.foldFails[t.s.ID]++
+	a.foldWait[t.s.ID] = min(1<<min(a.foldFails[t.s.ID], 4)-1, 15)
 }
 
 // wholeTurns returns the messages of msgs before seq limit, ending before the last user

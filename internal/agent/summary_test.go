@@ -2,12 +2,16 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"atrium/internal/agent"
 	"atrium/internal/contextwin"
+	"atrium/internal/llm"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/store"
 	"atrium/internal/trace"
@@ -180,7 +184,7 @@ func TestFailedSummaryKeepsTurnsVerbatim(t *testing.T) {
 	}
 
 	// Nothing was dropped: the next reply sees every old turn verbatim.
-	h.llm.Enqueue(llmtest.Reply{Text: []string{"fifth answer"}}, llmtest.Reply{Text: []string{"A summary."}})
+	h.llm.Enqueue(llmtest.Reply{Text: []string{"fifth answer"}})
 	h.send(t, "fifth question")
 	h.sink.waitFinal(t, 2)
 	h.waitIdle(t)
@@ -189,8 +193,67 @@ func TestFailedSummaryKeepsTurnsVerbatim(t *testing.T) {
 	if got := contents(h.llm.Requests()[2]); !slices.Equal(got, want) {
 		t.Errorf("next request %q\nwant %q", got, want)
 	}
-	// That turn's fold succeeded and covered everything outside the last two turns.
-	if sess := h.storedSession(t); sess.SummarySeq != 6 || sess.Summary != "A summary." {
-		t.Errorf("after the retry the summary is %q up to %d, want it up to 6", sess.Summary, sess.SummarySeq)
+	// That turn backed off (no fold after one failure); the next one retries, and its
+	// fold covers everything outside the last two turns.
+	if n := len(h.llm.Requests()); n != 3 {
+		t.Errorf("%d model calls, want no fold on the turn after a failure", n)
+	}
+	h.llm.Enqueue(llmtest.Reply{Text: []string{"sixth answer"}}, llmtest.Reply{Text: []string{"A summary."}})
+	h.send(t, "sixth question")
+	h.sink.waitFinal(t, 3)
+	h.waitIdle(t)
+	if sess := h.storedSession(t); sess.SummarySeq != 8 || sess.Summary != "A summary." {
+		t.Errorf("after the retry the summary is %q up to %d, want it up to 8", sess.Summary, sess.SummarySeq)
+	}
+}
+
+// TestFailedFoldBacksOff is issue 10 item 2: a summarizer that keeps failing is not
+// asked again on every turn (the prompt grew each time), but after a growing number
+// of turns.
+func TestFailedFoldBacksOff(t *testing.T) {
+	h := newHarness(t, options{cfg: smallWindow})
+	seedTurns(t, h, "first", "second", "third")
+	var folds atomic.Int32
+	h.llm.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
+		if strings.HasPrefix(req.Messages[0].Content, "You maintain the rolling summary") {
+			folds.Add(1)
+			return llmtest.Reply{Status: 500}
+		}
+		return llmtest.Reply{Text: []string{"ok"}}
+	})
+	const turns = 8
+	for i := range turns {
+		h.send(t, fmt.Sprintf("question %d", i))
+		h.sink.waitFinal(t, i+1)
+		h.waitIdle(t)
+	}
+	// Every turn had unsummarised turns. Backoff: tries at turns 1, 3, 7 (waits 1, 3).
+	if folds.Load() != 3 {
+		t.Errorf("%d fold attempts in %d turns, want 3 (backing off 1, then 3 turns)", folds.Load(), turns)
+	}
+	if sess := h.storedSession(t); sess.SummarySeq != 0 {
+		t.Errorf("summary advanced to %d although every fold failed", sess.SummarySeq)
+	}
+}
+
+// TestFoldPromptCutsLongToolArguments is issue 10 item 2: tool-call arguments are cut
+// in the fold prompt as long results are.
+func TestFoldPromptCutsLongToolArguments(t *testing.T) {
+	var got []llm.Message
+	sum := func(_ context.Context, msgs []llm.Message) (string, error) { got = msgs; return "short", nil }
+	long := `{"text":"` + strings.Repeat("lorem ipsum dolor sit amet ", 2000) + `"}`
+	calls, _ := json.Marshal([]llm.ToolCall{{ID: "c1", Name: "write", Arguments: long}})
+	turns := []store.Message{
+		{Seq: 1, Role: store.RoleUser, Content: "save it"},
+		{Seq: 2, Role: store.RoleAssistant, ToolCalls: calls},
+		{Seq: 3, Role: store.RoleTool, ToolCallID: "c1", Content: "saved"},
+	}
+	tok := contextwin.NewTokenizer()
+	if _, err := contextwin.Fold(context.Background(), sum, "", turns, contextwin.DefaultBudgets(), tok); err != nil {
+		t.Fatal(err)
+	}
+	prompt := got[1].Content
+	if n := tok.Count(prompt); n > 1500 || !strings.Contains(prompt, "tokens omitted") {
+		t.Errorf("fold prompt is %d tokens (the arguments alone are %d), want them cut with a marker", n, tok.Count(long))
 	}
 }

@@ -41,6 +41,8 @@ type turn struct {
 	steps         int
 	inTok, outTok int
 	unsummarised  []store.Message // turns that left the verbatim window at the last step
+	foldDecided   bool            // foldDue ran for this turn; foldOK is its answer
+	foldOK        bool
 	summary       string
 	summarySeq    int64
 	final         *store.Message
@@ -197,6 +199,26 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 		Summary: sess.Summary, SummarySeq: sess.SummarySeq, Messages: msgs, Tools: specs}
 	llmMsgs, report := contextwin.Assemble(in, a.cfg.Budgets, a.Tokens)
 	t.unsummarised, t.summary, t.summarySeq = report.Unsummarised, sess.Summary, sess.SummarySeq
+	// Turns that do not fit are in neither the request nor the summary: fold them now,
+	// before the model call (a few batches at most), so history is never silently
+	// dropped. What a failed fold leaves stays marked dropped in the report (trace and
+	// context meter).
+	for range 3 {
+		if len(report.Dropped) == 0 || t.fold(ctx) != nil {
+			break
+		}
+		sess, err := a.Store.SessionForOwner(ctx, t.s.ID, t.s.OwnerID)
+		if err != nil {
+			break
+		}
+		msgs, err := a.Store.LoadContextMessages(ctx, t.s.ID, sess.SummarySeq, contextwin.DefaultLoadMax)
+		if err != nil {
+			break
+		}
+		in.Summary, in.SummarySeq, in.Messages = sess.Summary, sess.SummarySeq, msgs
+		llmMsgs, report = contextwin.Assemble(in, a.cfg.Budgets, a.Tokens)
+		t.unsummarised, t.summary, t.summarySeq = report.Unsummarised, sess.Summary, sess.SummarySeq
+	}
 
 	took := a.Now().Sub(started)
 	t.emit(Event{Kind: EventContext, Report: &report, Duration: took})

@@ -94,7 +94,9 @@ const (
 	ZonePinned  = "pinned"
 	ZoneSummary = "summary"
 	ZoneHistory = "history"
-	ZoneTools   = "tools"
+	ZoneResults = "tool_results" // tool messages of the history
+	ZoneTools   = "tools"        // the offered tools' definitions
+	ZoneDropped = "dropped"      // turns in neither the request nor the summary (only when there are some)
 	ZoneTotal   = "total"
 )
 
@@ -108,15 +110,21 @@ type Cut struct {
 // Report says what Assemble did. Every seq of Input.Messages is in Included,
 // in Cut, or in both (a message sent shortened).
 type Report struct {
-	Zones    []Zone  // pinned, summary, history, tools, total
+	Zones    []Zone  // pinned, summary, history, tool results, tool definitions, total
 	Included []int64 // seqs sent, ascending
 	Cut      []Cut   // what was left out or cut, and why
 	// Unsummarised are the whole turns older than the last RecentTurns, which
 	// the summary does not cover yet: fold them next (Fold), then advance the
 	// watermark to the last one's seq. When Unsummarised[0].Seq > SummarySeq+1,
-	// the load's bound left older messages out; fold those first.
+	// the load's bound left older messages out; fold those first. Turns inside
+	// the last RecentTurns that the window could not hold are in it too: they
+	// left the context, so they belong in the summary.
 	Unsummarised []store.Message
-	Interrupted  []string // tool call ids whose missing result was filled in as interrupted
+	// Dropped are the seqs of Unsummarised messages that are not in this
+	// context: until a fold covers them they are in neither the summary nor
+	// the request, so the caller folds first or shows them as dropped.
+	Dropped     []int64
+	Interrupted []string // tool call ids whose missing result was filled in as interrupted
 }
 
 // MessageOverhead is what the chat format adds to every message, in tokens.
@@ -220,24 +228,31 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 	if summaryText != "" {
 		out = append(out, llm.Message{Role: llm.RoleSystem, Content: SummaryHeader + summaryText})
 	}
-	history := 0
+	history, results, dropped := 0, 0, 0
 	for k := range turns {
 		t := &turns[k]
-		if k < recentFrom {
+		if k < recentFrom || k < first {
 			rep.Unsummarised = append(rep.Unsummarised, t.msgs...)
 		}
 		if k < first {
-			reason := "window overflow"
+			reason := "dropped: window overflow, not summarised yet"
 			if k < recentFrom {
-				reason = fmt.Sprintf("window overflow: outside the last %d turns and not summarised yet", b.RecentTurns)
+				reason = fmt.Sprintf("dropped: window overflow, outside the last %d turns and not summarised yet", b.RecentTurns)
 			}
+			dropped += t.cost
 			for _, m := range t.msgs {
+				if m.Seq > in.SummarySeq {
+					rep.Dropped = append(rep.Dropped, m.Seq)
+				}
 				rep.Cut = append(rep.Cut, Cut{Seq: m.Seq, Reason: reason})
 			}
 			continue
 		}
 		history += t.cost
 		for _, it := range t.items {
+			if it.msg.Role == llm.RoleTool {
+				results += it.cost
+			}
 			out = append(out, it.msg)
 			if it.seq != 0 {
 				rep.Included = append(rep.Included, it.seq)
@@ -261,9 +276,13 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 	rep.Zones = []Zone{
 		{Name: ZonePinned, Tokens: pinnedTokens, Budget: b.Pinned},
 		{Name: ZoneSummary, Tokens: summaryTokens, Budget: b.Summary},
-		{Name: ZoneHistory, Tokens: history, Budget: avail},
+		{Name: ZoneHistory, Tokens: history - results, Budget: avail},
+		{Name: ZoneResults, Tokens: results},
 		{Name: ZoneTools, Tokens: toolTokens},
 		{Name: ZoneTotal, Tokens: fixed + history, Budget: limit},
+	}
+	if len(rep.Dropped) > 0 {
+		rep.Zones = slices.Insert(rep.Zones, len(rep.Zones)-1, Zone{Name: ZoneDropped, Tokens: dropped})
 	}
 	return out, rep
 }

@@ -401,7 +401,8 @@ func TestAssembleBudgetEdges(t *testing.T) {
 				t.Errorf("exact fit: sent %d, total %d want %d", len(out), z.Tokens, total)
 			}
 			if short == 1 {
-				if !slices.Equal(rep.Included, []int64{3, 4}) || cutReason(rep, 1) != "window overflow" || cutReason(rep, 2) != "window overflow" {
+				if !slices.Equal(rep.Included, []int64{3, 4}) || cutReason(rep, 1) != "dropped: window overflow, not summarised yet" ||
+					cutReason(rep, 2) != "dropped: window overflow, not summarised yet" || !slices.Equal(rep.Dropped, []int64{1, 2}) {
 					t.Errorf("one over: included %v, cut %v", rep.Included, rep.Cut)
 				}
 			}
@@ -447,8 +448,12 @@ func TestAssembleSummaryFailedCarriesHistory(t *testing.T) {
 			b.Window = tc.window + b.ReplyReserve
 			out, rep := contextwin.Assemble(in, b, wordTok{})
 			checkInvariants(t, in, out, rep)
-			if len(rep.Unsummarised) != 3*14 || rep.Unsummarised[0].Seq != 11 {
-				t.Errorf("unsummarised %d messages from %d, want 42 from 11", len(rep.Unsummarised), rep.Unsummarised[0].Seq)
+			// Turns older than the last 6, and any turn the window dropped, go to the fold.
+			if want := 3 * max(14, 20-tc.kept); len(rep.Unsummarised) != want || rep.Unsummarised[0].Seq != 11 {
+				t.Errorf("unsummarised %d messages from %d, want %d from 11", len(rep.Unsummarised), rep.Unsummarised[0].Seq, want)
+			}
+			if want := 3 * (20 - tc.kept); len(rep.Dropped) != want {
+				t.Errorf("dropped %d messages, want %d", len(rep.Dropped), want)
 			}
 			if len(rep.Included) != 3*tc.kept || rep.Included[0] != msgs[3*(20-tc.kept)].Seq {
 				t.Errorf("included %v, want the last %d turns", rep.Included, tc.kept)
@@ -556,5 +561,30 @@ func TestAssembleUsesCachedTokens(t *testing.T) {
 	_, rep := contextwin.Assemble(contextwin.Input{Messages: []store.Message{user(0, "x"), m}}, b, wordTok{})
 	if r := cutReason(rep, 1); !strings.Contains(r, "newest user message cut 5000") {
 		t.Errorf("cached count not used: %v", rep.Cut)
+	}
+}
+
+// TestZonesSeparateToolDefinitionsAndResults is issue 10 item 5: the meter's "Tool
+// results" must not count the offered tools' definitions.
+func TestZonesSeparateToolDefinitionsAndResults(t *testing.T) {
+	specs := []llm.ToolSpec{{Name: "clock", Description: "tells the time", Parameters: []byte(`{}`)}}
+	b := contextwin.DefaultBudgets()
+	// A chat that never called a tool: no tool results, the definitions in their own zone.
+	_, rep := contextwin.Assemble(contextwin.Input{Messages: []store.Message{user(1, "hi"), asst(2, "hello")}, Tools: specs}, b, wordTok{})
+	if z := zone(rep, contextwin.ZoneResults); z.Name == "" || z.Tokens != 0 {
+		t.Errorf("tool results zone %+v in a chat without tool calls", z)
+	}
+	if z := zone(rep, contextwin.ZoneTools); z.Tokens == 0 {
+		t.Errorf("tool definitions zone %+v", z)
+	}
+	// With a call: the result's tokens are in the results zone and not in history.
+	msgs := []store.Message{user(1, "time?"), asst(2, "", "c1"), result(3, "c1", words("r", 40)), asst(4, "noon")}
+	_, rep = contextwin.Assemble(contextwin.Input{Messages: msgs, Tools: specs}, b, wordTok{})
+	res, hist := zone(rep, contextwin.ZoneResults), zone(rep, contextwin.ZoneHistory)
+	if res.Tokens != 40+contextwin.MessageOverhead {
+		t.Errorf("tool results zone %+v, want the result's 40 tokens + overhead", res)
+	}
+	if total := zone(rep, contextwin.ZoneTotal); total.Tokens != hist.Tokens+res.Tokens+zone(rep, contextwin.ZoneTools).Tokens {
+		t.Errorf("zones do not add up: %+v", rep.Zones)
 	}
 }

@@ -69,6 +69,43 @@ func Fold(ctx context.Context, sum Summarizer, old string, turns []store.Message
 	return cutAtSentence(tok, answer, n, budget), nil
 }
 
+// FoldInputMax is how many tokens of turns one fold reads: what the window leaves
+// after the summary going in and coming out (twice, for the firmer retry) and the
+// instructions, within 500–8,000, so that a backlog never makes one huge prompt.
+func FoldInputMax(b Budgets) int {
+	b = b.withDefaults()
+	return min(8000, max(500, b.Window-b.ReplyReserve-3*b.Summary-300))
+}
+
+// FoldBatch returns the oldest whole turns of turns (at least one) whose tokens stay
+// within FoldInputMax; fold those and advance the watermark to the last one's seq,
+// the rest are folded next.
+func FoldBatch(turns []store.Message, b Budgets, tok Tokenizer) []store.Message {
+	b = b.withDefaults()
+	limit, used, end := FoldInputMax(b), 0, 0 // turns[:end] are whole turns within limit
+	for i := range turns {
+		m := &turns[i]
+		if i > 0 && m.Role == store.RoleUser {
+			if used > limit {
+				if end > 0 {
+					return turns[:end]
+				}
+				return turns[:i] // the first turn alone is over: it goes alone, cut
+			}
+			end = i
+		}
+		n := m.Tokens
+		if n <= 0 {
+			n = tok.Count(m.Content)
+		}
+		used += min(n, b.ToolResultHead+b.ToolResultTail+20) // long messages are cut in the prompt
+	}
+	if used > limit && end > 0 {
+		return turns[:end]
+	}
+	return turns
+}
+
 func foldInstructions(budget int) string {
 	return fmt.Sprintf(`You maintain the rolling summary of a conversation between a user and an AI assistant.
 You get the current summary and the turns that happened after it. Reply with the updated summary only, no preamble.
@@ -120,7 +157,11 @@ func foldPrompt(old string, turns []store.Message, b Budgets, tok Tokenizer) str
 		sb.WriteString(content)
 		for _, c := range calls {
 			names[c.ID] = c.Name
-			fmt.Fprintf(&sb, "\n(Assistant called %s with %s)", c.Name, c.Arguments)
+			args := c.Arguments // cut like a long result: they can be as large
+			if n := tok.Count(args); n > b.ToolResultMax && n > b.ToolResultHead+b.ToolResultTail {
+				args, _ = cutText(tok, args, n, b.ToolResultHead, b.ToolResultTail)
+			}
+			fmt.Fprintf(&sb, "\n(Assistant called %s with %s)", c.Name, args)
 		}
 	}
 	return sb.String()

@@ -107,3 +107,27 @@ func TestFold(t *testing.T) {
 		}
 	})
 }
+
+// TestFoldBatchCapsInput is issue 10 item 2: a backlog of unsummarised turns is
+// folded in batches of whole turns within FoldInputMax, not as one ever-growing prompt.
+func TestFoldBatchCapsInput(t *testing.T) {
+	tok := contextwin.NewTokenizer()
+	b := contextwin.DefaultBudgets()
+	var turns []store.Message
+	for i := range 100 {
+		s := int64(2*i + 1)
+		turns = append(turns, store.Message{Seq: s, Role: store.RoleUser, Content: "question", Tokens: 5},
+			store.Message{Seq: s + 1, Role: store.RoleAssistant, Content: "answer", Tokens: 600})
+	}
+	batch := contextwin.FoldBatch(turns, b, tok)
+	used := 0
+	for _, m := range batch {
+		used += m.Tokens
+	}
+	if len(batch) == 0 || len(batch) == len(turns) || batch[len(batch)-1].Role != store.RoleAssistant {
+		t.Fatalf("batch of %d messages ending with %q, want whole turns, fewer than all", len(batch), batch[len(batch)-1].Role)
+	}
+	if max := contextwin.FoldInputMax(b); used > max || used < max-700 {
+		t.Errorf("batch has %d tokens, want as many whole turns as fit %d", used, max)
+	}
+}
