@@ -51,19 +51,26 @@ func (db *DB) SearchChats(ctx context.Context, owner int64, query string, limit 
 	var q string
 	if len(long) > 0 {
 		q = `SELECT s.id, s.title, m.id, m.seq, m.role, m.content
-			FROM message_fts f JOIN messages m ON m.id = f.rowid JOIN sessions s ON s.id = m.session_id
+			FROM message_fts f CROSS JOIN messages m ON m.id = f.rowid CROSS JOIN sessions s ON s.id = m.session_id
 			WHERE message_fts MATCH ? AND s.owner_id = ?`
 		args = append([]any{strings.Join(long, " AND "), owner}, args...)
 	} else {
 		q = `SELECT s.id, s.title, m.id, m.seq, m.role, m.content
-			FROM sessions s JOIN messages m ON m.session_id = s.id
+			FROM messages m CROSS JOIN sessions s ON s.id = m.session_id
 			WHERE s.owner_id = ? AND s.temporary = 0 AND m.role IN ('user', 'assistant')`
 		args = append([]any{owner}, args...)
 	}
 	for _, c := range cond {
 		q += " AND " + c
 	}
-	q += ` ORDER BY m.id DESC LIMIT ?`
+	// Newest first straight off the index (or the messages table, for short words), so
+	// that a common word stops at the limit instead of sorting every match; CROSS JOIN
+	// keeps SQLite from starting at the owner's sessions.
+	if len(long) > 0 {
+		q += ` ORDER BY f.rowid DESC LIMIT ?`
+	} else {
+		q += ` ORDER BY m.id DESC LIMIT ?`
+	}
 	args = append(args, limit)
 
 	titles, err := db.pool.QueryContext(ctx, `SELECT s.id, s.title, 0, 0, '', '' FROM sessions s

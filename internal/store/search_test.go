@@ -52,15 +52,15 @@ func TestSearchChats(t *testing.T) {
 		mustNil(t, db.AppendMessage(ctx, m))
 	}
 
-	wantHits(t, searchIDs(t, db, ann.ID, "xelber"), "a#1")       // substring, not a word start
+	wantHits(t, searchIDs(t, db, ann.ID, "xelber"), "a#1")         // substring, not a word start
 	wantHits(t, searchIDs(t, db, ann.ID, "PIXELBERT tuna"), "a#1") // case-insensitive, all words
-	wantHits(t, searchIDs(t, db, ann.ID, "喜欢吃"), "a#2")          // Chinese through the trigram index
-	wantHits(t, searchIDs(t, db, ann.ID, "猫"), "a#2")             // one character: LIKE, still per user
-	wantHits(t, searchIDs(t, db, ann.ID, "猫 Noted"), "a#2")       // short word filters the index's hits
-	wantHits(t, searchIDs(t, db, ann.ID, "holiday"), "title:a")  // titles; not the temporary chat's, not bob's
-	wantHits(t, searchIDs(t, db, ann.ID, "toolonlyword"))        // tool results are not indexed
-	wantHits(t, searchIDs(t, db, ann.ID, `"pixel`))              // quotes are text, not FTS syntax
-	wantHits(t, searchIDs(t, db, ann.ID, "100%"))                // LIKE wildcards are text
+	wantHits(t, searchIDs(t, db, ann.ID, "喜欢吃"), "a#2")            // Chinese through the trigram index
+	wantHits(t, searchIDs(t, db, ann.ID, "猫"), "a#2")              // one character: LIKE, still per user
+	wantHits(t, searchIDs(t, db, ann.ID, "猫 Noted"), "a#2")        // short word filters the index's hits
+	wantHits(t, searchIDs(t, db, ann.ID, "holiday"), "title:a")    // titles; not the temporary chat's, not bob's
+	wantHits(t, searchIDs(t, db, ann.ID, "toolonlyword"))          // tool results are not indexed
+	wantHits(t, searchIDs(t, db, ann.ID, `"pixel`))                // quotes are text, not FTS syntax
+	wantHits(t, searchIDs(t, db, ann.ID, "100%"))                  // LIKE wildcards are text
 	wantHits(t, searchIDs(t, db, bob.ID, "Pixelbert"), "b#1")
 
 	// A reply rewritten while it streams is reindexed: the old text no longer matches.
