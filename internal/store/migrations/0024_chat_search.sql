@@ -1,4 +1,4 @@
--- 0019: search across chats. An FTS5 index of message text with the trigram tokenizer,
+-- 0024: search across chats. An FTS5 index of message text with the trigram tokenizer,
 -- so substrings and Chinese match. It keeps its own copy of the text: secure-delete
 -- (which removes a deleted row's trigrams from the index pages at once, instead of
 -- leaving them behind delete markers until a merge) needs the old text, which neither a
