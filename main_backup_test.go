@@ -35,12 +35,8 @@ func TestBackupRestoreLive(t *testing.T) {
 	first := runBinary(t, bin, data)
 
 	h := newHTTPClient(t, first.url)
-	tok := h.csrf("/setup")
-	if resp, _ := h.post("/setup", url.Values{"_csrf": {tok}, "username": {"admin"}, "password": {"admin password"},
-		"password2": {"admin password"}}); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("setup: %d", resp.StatusCode)
-	}
-	tok = h.csrf("/settings/providers")
+	h.setupAdmin()
+	tok := h.csrf("/settings/providers")
 	if resp, _ := h.post("/settings/providers", url.Values{"_csrf": {tok}, "name": {"fake"}, "kind": {"openai"},
 		"base_url": {fake.URL()}, "models": {"fake-model"}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("add provider: %d", resp.StatusCode)

@@ -29,17 +29,13 @@ func TestCrashLeavesNoMCPChildren(t *testing.T) {
 	first := runBinary(t, bin, data)
 
 	h := newHTTPClient(t, first.url)
-	tok := h.csrf("/setup")
-	if resp, _ := h.post("/setup", url.Values{"_csrf": {tok}, "username": {"admin"}, "password": {"admin password"},
-		"password2": {"admin password"}}); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("setup: %d", resp.StatusCode)
-	}
+	h.setupAdmin()
 	// sh leads the group: it runs the server, then sleeps on after the server has gone,
 	// and a background sleep stands for a grandchild.
 	cmd := "sleep 300 & " + node + " " + script + " stdio; sleep 300"
 	servers, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
 		"stubborn": map[string]any{"command": "sh", "args": []string{"-c", cmd}}}})
-	tok = h.csrf("/settings/mcp")
+	tok := h.csrf("/settings/mcp")
 	if resp, body := h.post("/settings/mcp/import", url.Values{"_csrf": {tok}, "json": {string(servers)}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("import: %d %s", resp.StatusCode, body)
 	}

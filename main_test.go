@@ -139,3 +139,13 @@ func (h *httpClient) post(path string, form url.Values) (*http.Response, string)
 	b, _ := io.ReadAll(resp.Body)
 	return resp, string(b)
 }
+
+// setupAdmin creates the first account, admin / "admin password", through /setup.
+func (h *httpClient) setupAdmin() {
+	h.t.Helper()
+	tok := h.csrf("/setup")
+	if resp, _ := h.post("/setup", url.Values{"_csrf": {tok}, "username": {"admin"}, "password": {"admin password"},
+		"password2": {"admin password"}}); resp.StatusCode != http.StatusSeeOther {
+		h.t.Fatalf("setup: %d", resp.StatusCode)
+	}
+}
