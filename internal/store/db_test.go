@@ -124,6 +124,29 @@ func TestMigrationsRerunIsNoop(t *testing.T) {
 	}
 }
 
+// A migration numbered below the highest applied one (two branches merged out of
+// order) is still applied when the database opens.
+func TestMigrationBelowHighestIsApplied(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "atrium.db")
+	db := mustOpenPath(t, path)
+	// Undo 0023 (runs.pinned) as if this database had never seen it.
+	for _, q := range []string{`DROP INDEX runs_prunable`, `ALTER TABLE runs DROP COLUMN pinned`,
+		`DELETE FROM schema_migrations WHERE version = 23`} {
+		_, err := db.SQLForTest().ExecContext(ctx, q)
+		mustNil(t, err)
+	}
+	mustNil(t, db.Close())
+
+	db = mustOpenPath(t, path)
+	var n int
+	mustNil(t, db.SQLForTest().QueryRowContext(ctx,
+		`SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'pinned'`).Scan(&n))
+	if n != 1 {
+		t.Fatal("migration 0023 was skipped because a higher version was already applied")
+	}
+}
+
 func TestConcurrentOpen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "atrium.db")
 	var wg sync.WaitGroup

@@ -69,6 +69,24 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 	return v, nil
 }
 
+// appliedVersions returns the migration versions recorded in schema_migrations.
+func (db *DB) appliedVersions(ctx context.Context) (map[int]bool, error) {
+	rows, err := db.pool.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("store: migrate: %w", err)
+	}
+	defer rows.Close()
+	out := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("store: migrate: %w", err)
+		}
+		out[v] = true
+	}
+	return out, rows.Err()
+}
+
 // migrate applies pending migrations, each in its own transaction, recording each
 // in schema_migrations. Re-running is a no-op; concurrent Opens of one file are
 // serialised by the IMMEDIATE transactions.
@@ -95,8 +113,14 @@ func (db *DB) migrate(ctx context.Context) error {
 	if current > known {
 		return fmt.Errorf("store: database schema version %d is newer than this Atrium understands (%d): a newer Atrium has migrated it. Upgrade Atrium to that version again, or, to roll back, restore the backup taken before the upgrade into a fresh data directory", current, known)
 	}
+	applied, err := db.appliedVersions(ctx)
+	if err != nil {
+		return err
+	}
+	// Every migration not yet recorded is applied, in version order, including one
+	// numbered below the highest applied: work merged out of order must not be skipped.
 	for _, m := range list {
-		if m.version <= current {
+		if applied[m.version] {
 			continue
 		}
 		err := db.inTx(ctx, func(tx *sql.Tx) error {
