@@ -94,7 +94,7 @@ func providerEditForm(p Provider, failed ProviderForm) ProviderForm {
 	if failed.ID == p.ID {
 		return failed
 	}
-	return ProviderForm{ID: p.ID, Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, Models: strings.Join(p.Models, "\n")}
+	return ProviderForm{ID: p.ID, Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, Models: p.ModelLines}
 }
 
 // providerAddForm is the add form: the failed submit if it was an add, else empty.
@@ -338,4 +338,13 @@ func keyPlaceholder(set bool) string {
 		return "stored — leave empty to keep"
 	}
 	return "none"
+}
+
+// windowLabel shows a context window in tokens the way model cards do: "32k" for a
+// multiple of 1024, the exact count otherwise.
+func windowLabel(tokens int) string {
+	if tokens%1024 == 0 {
+		return strconv.Itoa(tokens/1024) + "k"
+	}
+	return strconv.Itoa(tokens)
 }

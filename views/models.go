@@ -152,6 +152,8 @@ type Provider struct {
 	ID                           int64
 	Name, Kind, BaseURL, KeyHint string
 	Models                       []string
+	Windows                      map[string]int // context window per model, where known
+	ModelLines                   string         // the models as the edit form shows them
 }
 
 // ProviderForm refills a provider form after a failed submit. ID 0 is the add form;

@@ -23,8 +23,13 @@ func (s *Server) settingsView(ctx context.Context, form views.ProviderForm, noti
 	}
 	out := views.Settings{Form: form, Notice: notice}
 	for _, p := range ps {
+		windows := map[string]int{}
+		for m, w := range p.Windows {
+			windows[m] = w.Tokens
+		}
 		out.Providers = append(out.Providers, views.Provider{ID: p.ID, Name: p.Name, Kind: p.Kind,
-			BaseURL: p.BaseURL, KeyHint: s.Providers.KeyHint(ctx, p), Models: p.Models})
+			BaseURL: p.BaseURL, KeyHint: s.Providers.KeyHint(ctx, p), Models: p.Models,
+			Windows: windows, ModelLines: providers.ModelLines(p)})
 	}
 	def, err := s.Providers.Default(ctx)
 	if err != nil {

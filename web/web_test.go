@@ -1001,3 +1001,24 @@ func TestLastViewerLeavingStopsReply(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Model windows are typed in the provider form, shown on its card and in the edit
+// form, and a malformed one is refused with the reason while the form keeps the text.
+func TestProviderModelWindowsForm(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	admin.addProvider("Fake", env.llm.URL(), "small window=4096\nlarge window=128k\nplain", "")
+	r := admin.get("/settings/providers")
+	wantStatus(t, r, http.StatusOK)
+	for _, want := range []string{"4k window", "128k window", "small window=4096\nlarge window=131072\nplain"} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("providers page lacks %q", want)
+		}
+	}
+	bad := admin.post("/settings/providers", url.Values{"name": {"Other"}, "kind": {"openai"},
+		"base_url": {env.llm.URL()}, "models": {"m window=lots"}})
+	if bad.StatusCode == http.StatusSeeOther || !strings.Contains(bad.body, "window=32768") ||
+		!strings.Contains(bad.body, "m window=lots") {
+		t.Errorf("malformed window: status %d, body %.1500s", bad.StatusCode, bad.body)
+	}
+}

@@ -62,13 +62,17 @@ const DefaultSystemPrompt = "You are Atrium, a helpful assistant. Answer clearly
 type Deps struct {
 	Store   *store.DB
 	Resolve Resolver
-	Tools   *tools.Registry // nil: no tools
-	Memory  Memory          // nil: no long-term memory
-	Tokens  contextwin.Tokenizer
-	Config  Config
-	Now     func() time.Time
-	NewID   func() string // run ids
-	Log     *slog.Logger
+	// Window gives the context window of a session's model choice when its provider
+	// knows one (typed by an admin, or reported by the endpoint); 0, or a nil Window,
+	// means the configured Budgets.Window.
+	Window func(ctx context.Context, choice string) int
+	Tools  *tools.Registry // nil: no tools
+	Memory Memory          // nil: no long-term memory
+	Tokens contextwin.Tokenizer
+	Config Config
+	Now    func() time.Time
+	NewID  func() string // run ids
+	Log    *slog.Logger
 	// Instance names this process in lease holders ("<instance>/<run>"); "": random.
 	Instance string
 	// Alive reports whether the process named by an instance still runs (another

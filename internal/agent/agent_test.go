@@ -125,12 +125,14 @@ const apiKey = "sk-test-SECRET-abcdef123456"
 
 // newHarness builds the app as main does, on a fresh data directory, with a fake model
 // configured (unless noProvider) and a session owned by "ann".
+// The model timeouts are 1 s: long enough that a loaded 2-core machine (load 30) never
+// stalls a scripted reply past them, short enough for the stall tests.
 func newHarness(t *testing.T, o options) *harness {
 	t.Helper()
 	ctx := context.Background()
 	fake := llmtest.NewServer(t)
 	sink := newRecorder()
-	cfg := config.Config{DataDir: t.TempDir(), ModelStartTimeout: 200 * time.Millisecond, ModelIdleTimeout: 200 * time.Millisecond,
+	cfg := config.Config{DataDir: t.TempDir(), ModelStartTimeout: time.Second, ModelIdleTimeout: time.Second,
 		ContextWindow: o.window}
 	opts := app.Options{Agent: o.cfg, Tools: o.tools, Sinks: []agent.Sink{sink}, Log: o.log}
 	a := startApp(t, cfg, opts)

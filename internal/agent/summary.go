@@ -84,7 +84,7 @@ func (t *turn) fold(base context.Context) error {
 	if len(turns) == 0 {
 		return errors.New("agent: summary: nothing to fold")
 	}
-	turns = contextwin.FoldBatch(turns, a.cfg.Budgets, a.Tokens) // a backlog is folded in several batches
+	turns = contextwin.FoldBatch(turns, t.budgets, a.Tokens) // a backlog is folded in several batches
 	started := a.Now()
 	summarize := func(ctx context.Context, msgs []llm.Message) (string, error) {
 		resp, err := t.provider.Stream(ctx, llm.Request{Model: t.model, Messages: msgs}, func(llm.Event) {})
@@ -92,7 +92,7 @@ func (t *turn) fold(base context.Context) error {
 		t.outTok += resp.Usage.OutputTokens
 		return resp.Content, err
 	}
-	summary, err := contextwin.Fold(ctx, summarize, t.summary, turns, a.cfg.Budgets, a.Tokens)
+	summary, err := contextwin.Fold(ctx, summarize, t.summary, turns, t.budgets, a.Tokens)
 	last := turns[len(turns)-1].Seq
 	if err == nil {
 		_, err = a.Store.AdvanceSessionSummary(ctx, t.s.ID, t.s.OwnerID, summary, last)

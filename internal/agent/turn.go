@@ -38,6 +38,7 @@ type turn struct {
 	askFirst              bool     // extraction suggests instead of writing
 	saved                 []string // memories an explicit "remember …" created, shown on the reply
 
+	budgets       contextwin.Budgets // the instance's, fitted to this model's window
 	steps         int
 	inTok, outTok int
 	unsummarised  []store.Message // turns that left the verbatim window at the last step
@@ -119,6 +120,12 @@ func (t *turn) loop(ctx context.Context) {
 		return
 	}
 	t.provider, t.model, t.final.Model = provider, model, model
+	t.budgets = a.cfg.Budgets
+	if a.Window != nil {
+		if w := a.Window(ctx, t.s.Model); w > 0 {
+			t.budgets = t.budgets.WithWindow(w)
+		}
+	}
 	t.emit(Event{Kind: EventRunStarted, Model: model})
 	t.memorySettings(ctx)
 	t.memoryCommand(ctx)
@@ -197,7 +204,7 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 	in := contextwin.Input{System: a.cfg.SystemPrompt, Goal: task.Goal, Stage: task.Stage,
 		Preferences: t.preferences, Memories: t.memories,
 		Summary: sess.Summary, SummarySeq: sess.SummarySeq, Messages: msgs, Tools: specs}
-	llmMsgs, report := contextwin.Assemble(in, a.cfg.Budgets, a.Tokens)
+	llmMsgs, report := contextwin.Assemble(in, t.budgets, a.Tokens)
 	t.unsummarised, t.summary, t.summarySeq = report.Unsummarised, sess.Summary, sess.SummarySeq
 	// Turns that do not fit are in neither the request nor the summary: fold them now,
 	// before the model call (a few batches at most), so history is never silently
@@ -216,7 +223,7 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 			break
 		}
 		in.Summary, in.SummarySeq, in.Messages = sess.Summary, sess.SummarySeq, msgs
-		llmMsgs, report = contextwin.Assemble(in, a.cfg.Budgets, a.Tokens)
+		llmMsgs, report = contextwin.Assemble(in, t.budgets, a.Tokens)
 		t.unsummarised, t.summary, t.summarySeq = report.Unsummarised, sess.Summary, sess.SummarySeq
 	}
 

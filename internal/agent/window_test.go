@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -8,7 +9,10 @@ import (
 	"testing"
 
 	"atrium/internal/agent"
+	"atrium/internal/contextwin"
 	"atrium/internal/llm/llmtest"
+	"atrium/internal/providers"
+	"atrium/internal/store"
 )
 
 // factRE finds the facts the small-window test states ("my cat is Pixel").
@@ -111,5 +115,56 @@ func TestSmallWindowFailedFoldIsShownDropped(t *testing.T) {
 	}
 	if !zone || !cut {
 		t.Errorf("dropped zone %v, cut reason %v: %+v %+v", zone, cut, rep.Zones, rep.Cut)
+	}
+}
+
+// TestModelOwnWindowBoundsContext: a model with its own window (typed with the
+// provider's models, or reported by the endpoint) bounds the context by that window;
+// a model of the same provider without one uses the instance's.
+func TestModelOwnWindowBoundsContext(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, options{})
+	h.llm.SetHandler(faithfulModel)
+	ps, err := h.db.ListProviders(ctx)
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("providers %v, %v", ps, err)
+	}
+	p := ps[0]
+	p.Models = []string{"fake-model", "big-model"}
+	p.Windows = map[string]store.ModelWindow{"fake-model": {Tokens: 4096}}
+	if err := h.db.UpdateProvider(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	total := func(rep *contextwin.Report) contextwin.Zone {
+		for _, z := range rep.Zones {
+			if z.Name == contextwin.ZoneTotal {
+				return z
+			}
+		}
+		t.Fatalf("no total zone in %+v", rep.Zones)
+		return contextwin.Zone{}
+	}
+	turn := 0
+	for range 6 {
+		turn++
+		h.send(t, fmt.Sprintf("Note %d: my cat is Pixel.", turn))
+		h.sink.waitFinal(t, turn)
+		h.waitIdle(t)
+		z := total(h.sink.waitFor(t, agent.EventContext, turn).Report)
+		if z.Budget != 4096-1024 || z.Tokens > z.Budget {
+			t.Fatalf("turn %d on the 4096-token model: %d of %d tokens, want a budget of %d", turn, z.Tokens, z.Budget, 4096-1024)
+		}
+	}
+	// The same chat on the provider's other model: the instance's 32k window.
+	if err := h.db.SetSessionModel(ctx, h.session.ID, h.session.OwnerID, providers.Value(p.ID, "big-model")); err != nil {
+		t.Fatal(err)
+	}
+	h.session.Model = providers.Value(p.ID, "big-model")
+	turn++
+	h.send(t, "And now?")
+	h.sink.waitFinal(t, turn)
+	h.waitIdle(t)
+	if z := total(h.sink.waitFor(t, agent.EventContext, turn).Report); z.Budget != 32768-4096 {
+		t.Fatalf("model without its own window: budget %d, want %d", z.Budget, 32768-4096)
 	}
 }

@@ -164,7 +164,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	if err := memory.RegisterTools(a.Tools, a.Memory); err != nil {
 		return err
 	}
-	deps := agent.Deps{Store: db, Resolve: a.Providers.Resolve, Tools: a.Tools, Memory: a.Memory,
+	deps := agent.Deps{Store: db, Resolve: a.Providers.Resolve, Window: a.Providers.Window, Tools: a.Tools, Memory: a.Memory,
 		Config: agentConfig(cfg, o.Agent), Log: log}
 	if a.lock != nil {
 		deps.Instance, deps.Alive = a.lock.id, a.lock.alive
@@ -240,8 +240,7 @@ func agentConfig(cfg config.Config, over agent.Config) agent.Config {
 	if c.Budgets == (contextwin.Budgets{}) {
 		c.Budgets = contextwin.DefaultBudgets()
 		if cfg.ContextWindow > 0 {
-			c.Budgets.Window = cfg.ContextWindow
-			c.Budgets.ReplyReserve = min(c.Budgets.ReplyReserve, cfg.ContextWindow/4)
+			c.Budgets = c.Budgets.WithWindow(cfg.ContextWindow)
 		}
 	}
 	return c

@@ -49,6 +49,14 @@ func DefaultBudgets() Budgets {
 	}
 }
 
+// WithWindow returns b for a model whose context window is w tokens: the reply
+// reserve stays at most a quarter of it, so small windows keep room for history.
+func (b Budgets) WithWindow(w int) Budgets {
+	b.Window = w
+	b.ReplyReserve = min(DefaultBudgets().ReplyReserve, w/4)
+	return b
+}
+
 func (b Budgets) withDefaults() Budgets {
 	d := DefaultBudgets()
 	for _, f := range []struct{ v, d *int }{

@@ -36,17 +36,17 @@ func newAnthropic(cfg Config, base string) *anthropicProvider {
 	return &anthropicProvider{cfg: cfg, base: base, client: anthropic.NewClient(opts...)}
 }
 
-func (p *anthropicProvider) Models(ctx context.Context) ([]string, error) {
+func (p *anthropicProvider) Models(ctx context.Context) ([]Model, error) {
 	c := &call{parent: ctx, tap: &tap{}, base: p.base, key: p.cfg.APIKey}
 	page, err := p.client.Models.List(ctx, anthropic.ModelListParams{Limit: anthropic.Int(1000)}, option.WithMiddleware(c.tap.middleware))
 	if err != nil {
 		return nil, c.fail(err, nil)
 	}
-	ids := make([]string, 0, len(page.Data))
+	out := make([]Model, 0, len(page.Data))
 	for _, m := range page.Data {
-		ids = append(ids, m.ID)
+		out = append(out, Model{ID: m.ID, Window: int(max(0, m.MaxInputTokens))})
 	}
-	return ids, nil
+	return out, nil
 }
 
 func (p *anthropicProvider) Stream(ctx context.Context, req Request, onEvent func(Event)) (Response, error) {

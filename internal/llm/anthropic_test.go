@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -204,9 +205,11 @@ func TestAnthropicModels(t *testing.T) {
 	t.Parallel()
 	srv := llmtest.NewServer(t)
 	srv.Models = []string{"claude-sonnet-4-5", "claude-haiku-4-5"}
-	ids, err := newProvider(t, llm.KindAnthropic, srv, "k").Models(context.Background())
-	if err != nil || !equalStrings(ids, srv.Models) {
-		t.Fatalf("Models = %v, %v", ids, err)
+	srv.Windows = map[string]int{"claude-sonnet-4-5": 200000}
+	got, err := newProvider(t, llm.KindAnthropic, srv, "k").Models(context.Background())
+	want := []llm.Model{{ID: "claude-sonnet-4-5", Window: 200000}, {ID: "claude-haiku-4-5"}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Models = %v, %v; want %v", got, err, want)
 	}
 	if r := srv.LastRequest(); r.Path != "/v1/models" || r.Header.Get("Authorization") != "Bearer k" {
 		t.Errorf("request = %s %v", r.Path, r.Header)

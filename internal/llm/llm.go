@@ -112,9 +112,18 @@ type Provider interface {
 	// assembled response. On failure it returns the response assembled so far AND
 	// an error: *Error, or ctx.Err() when ctx was cancelled.
 	Stream(ctx context.Context, req Request, onEvent func(Event)) (Response, error)
-	// Models lists the model ids the endpoint offers (GET /models); errors are
+	// Models lists the models the endpoint offers (GET /models); errors are
 	// *Error, or ctx.Err() when ctx was cancelled.
-	Models(ctx context.Context) ([]string, error)
+	Models(ctx context.Context) ([]Model, error)
+}
+
+// Model is one model an endpoint lists.
+type Model struct {
+	ID string
+	// Window is the context window in tokens where the endpoint reports one (vLLM's
+	// max_model_len, OpenRouter's context_length, LM Studio's max_context_length,
+	// Anthropic's max_input_tokens); 0 when it does not say.
+	Window int
 }
 
 // Provider kinds.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -382,17 +383,45 @@ func TestOpenAIModels(t *testing.T) {
 	t.Parallel()
 	srv := llmtest.NewServer(t)
 	p := newProvider(t, llm.KindOpenAI, srv, "")
-	ids, err := p.Models(context.Background())
-	if err != nil || !equalStrings(ids, []string{"fake-model"}) {
-		t.Fatalf("Models = %v, %v", ids, err)
+	got, err := p.Models(context.Background())
+	if err != nil || !slices.Equal(got, []llm.Model{{ID: "fake-model"}}) {
+		t.Fatalf("Models = %v, %v", got, err)
 	}
 	srv.SetModels("llama3.2", "qwen3:8b")
-	ids, err = p.Models(context.Background())
-	if err != nil || !equalStrings(ids, []string{"llama3.2", "qwen3:8b"}) {
-		t.Fatalf("Models = %v, %v", ids, err)
+	srv.SetWindows(map[string]int{"qwen3:8b": 40960})
+	got, err = p.Models(context.Background())
+	if want := []llm.Model{{ID: "llama3.2"}, {ID: "qwen3:8b", Window: 40960}}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Models = %v, %v; want %v", got, err, want)
 	}
 	if r := srv.LastRequest(); r.Method != "GET" || r.Path != "/v1/models" {
 		t.Errorf("request = %s %s", r.Method, r.Path)
+	}
+}
+
+// Each server family names its context window differently; a negative or missing
+// one is no window.
+func TestOpenAIModelWindowFields(t *testing.T) {
+	t.Parallel()
+	body := `{"object":"list","data":[
+		{"id":"vllm","max_model_len":32768},
+		{"id":"openrouter","context_length":131072,"top_provider":{"context_length":65536}},
+		{"id":"lmstudio","max_context_length":8192},
+		{"id":"ollama","object":"model"},
+		{"id":"odd","context_length":-5}]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	p, err := llm.New(llm.Config{Kind: llm.KindOpenAI, BaseURL: srv.URL + "/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Models(context.Background())
+	want := []llm.Model{{ID: "vllm", Window: 32768}, {ID: "openrouter", Window: 131072},
+		{ID: "lmstudio", Window: 8192}, {ID: "ollama"}, {ID: "odd"}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Models = %v, %v; want %v", got, err, want)
 	}
 }
 

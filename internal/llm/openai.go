@@ -3,6 +3,7 @@ package llm
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,7 +58,7 @@ func (p *openaiProvider) send(ctx context.Context, c *call, method, path string,
 	return c.tap.middleware(req, p.client.Do)
 }
 
-func (p *openaiProvider) Models(ctx context.Context) ([]string, error) {
+func (p *openaiProvider) Models(ctx context.Context) ([]Model, error) {
 	c := &call{parent: ctx, tap: &tap{}, base: p.base, key: p.cfg.APIKey}
 	res, err := p.send(ctx, c, http.MethodGet, "/models", nil)
 	if err != nil {
@@ -67,19 +68,24 @@ func (p *openaiProvider) Models(ctx context.Context) ([]string, error) {
 	if res.StatusCode >= 400 {
 		return nil, c.fail(fmt.Errorf("HTTP %d", res.StatusCode), nil)
 	}
+	// Servers that know their window say so under different names; the first one
+	// present is taken.
 	var page struct {
 		Data []struct {
-			ID string `json:"id"`
+			ID               string `json:"id"`
+			MaxModelLen      int    `json:"max_model_len"`      // vLLM
+			ContextLength    int    `json:"context_length"`     // OpenRouter
+			MaxContextLength int    `json:"max_context_length"` // LM Studio
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(io.LimitReader(res.Body, maxEventBytes)).Decode(&page); err != nil {
 		return nil, c.fail(err, nil)
 	}
-	ids := make([]string, 0, len(page.Data))
+	out := make([]Model, 0, len(page.Data))
 	for _, m := range page.Data {
-		ids = append(ids, m.ID)
+		out = append(out, Model{ID: m.ID, Window: max(0, cmp.Or(m.MaxModelLen, m.ContextLength, m.MaxContextLength))})
 	}
-	return ids, nil
+	return out, nil
 }
 
 // oaChunk is one streamed chat completion chunk (the fields we use).

@@ -9,6 +9,7 @@ import (
 
 	"atrium/internal/crypto"
 	"atrium/internal/errs"
+	"atrium/internal/llm"
 	"atrium/internal/store"
 )
 
@@ -24,12 +25,14 @@ const listTimeout = 15 * time.Second
 
 // Input is a provider as an admin enters it.
 type Input struct {
-	ID      int64    // 0 adds a provider
-	Name    string   // 1 to 64 bytes
-	Kind    string   // store.KindOpenAI or store.KindAnthropic
-	BaseURL string   // "" for OpenAI means OpenAIBaseURL
-	Models  []string // none: listed from the endpoint for a new provider, kept for an existing one
-	APIKey  string   // plaintext; "" keeps the stored key
+	ID      int64  // 0 adds a provider
+	Name    string // 1 to 64 bytes
+	Kind    string // store.KindOpenAI or store.KindAnthropic
+	BaseURL string // "" for OpenAI means OpenAIBaseURL
+	// Models: each a name, optionally followed by "window=N" (see parseModel). None:
+	// listed from the endpoint for a new provider, kept for an existing one.
+	Models []string
+	APIKey string // plaintext; "" keeps the stored key
 }
 
 // Save checks in and writes the provider, its sealed API key and its models in one
@@ -39,7 +42,7 @@ type Input struct {
 // notice says to type them in. Errors are *errs.Error: Invalid for a bad input,
 // Conflict for a taken name, NotFound for a missing in.ID.
 func (c *Catalog) Save(ctx context.Context, in Input) (p store.Provider, notice string, err error) {
-	p, err = checkInput(in)
+	p, typed, err := checkInput(in)
 	if err != nil {
 		return p, "", err
 	}
@@ -50,13 +53,18 @@ func (c *Catalog) Save(ctx context.Context, in Input) (p store.Provider, notice 
 			return p, "", err
 		}
 		p.ID, p.APIKeySealed, p.CreatedAt = old.ID, old.APIKeySealed, old.CreatedAt
+		p.Windows = typedWindows(typed, old.Windows)
 		if len(p.Models) == 0 {
-			p.Models = old.Models
+			p.Models, p.Windows = old.Models, old.Windows
 		}
 	} else if len(p.Models) == 0 {
 		// Listed before the write, with the typed key: a transaction must not wait on
 		// the network.
-		p.Models, notice = c.listModels(ctx, p, key)
+		var list []llm.Model
+		list, notice = c.listModels(ctx, p, key)
+		p.Models, p.Windows = listedWindows(list, nil)
+	} else {
+		p.Windows = typedWindows(typed, nil)
 	}
 	var seal func(int64) ([]byte, error)
 	if key != "" {
@@ -79,19 +87,29 @@ func (c *Catalog) Save(ctx context.Context, in Input) (p store.Provider, notice 
 	return p, notice, nil
 }
 
-// checkInput validates in and returns the provider row it describes (without id or key).
-func checkInput(in Input) (store.Provider, error) {
+// checkInput validates in and returns the provider row it describes (without id, key
+// or windows) and the windows typed with its models.
+func checkInput(in Input) (store.Provider, map[string]int, error) {
 	p := store.Provider{Name: strings.TrimSpace(in.Name), Kind: in.Kind, BaseURL: strings.TrimSpace(in.BaseURL)}
-	for _, m := range in.Models {
-		if m = strings.TrimSpace(m); m != "" {
-			p.Models = append(p.Models, m)
+	typed := map[string]int{}
+	for _, entry := range in.Models {
+		m, window, err := parseModel(entry)
+		if err != nil {
+			return p, nil, err
+		}
+		if m == "" {
+			continue
+		}
+		p.Models = append(p.Models, m)
+		if window > 0 {
+			typed[m] = window
 		}
 	}
 	switch {
 	case p.Name == "" || len(p.Name) > 64:
-		return p, errs.E(errs.Invalid, "A provider needs a name of at most 64 characters.")
+		return p, nil, errs.E(errs.Invalid, "A provider needs a name of at most 64 characters.")
 	case p.Kind != store.KindOpenAI && p.Kind != store.KindAnthropic:
-		return p, errs.E(errs.Invalid, "Pick a provider type: OpenAI-compatible or Anthropic.")
+		return p, nil, errs.E(errs.Invalid, "Pick a provider type: OpenAI-compatible or Anthropic.")
 	}
 	if p.Kind == store.KindOpenAI && p.BaseURL == "" {
 		p.BaseURL = OpenAIBaseURL
@@ -99,15 +117,15 @@ func checkInput(in Input) (store.Provider, error) {
 	if p.BaseURL != "" {
 		u, err := url.Parse(p.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return p, errs.E(errs.Invalid, "The base URL must be an http:// or https:// URL.")
+			return p, nil, errs.E(errs.Invalid, "The base URL must be an http:// or https:// URL.")
 		}
 	}
-	return p, nil
+	return p, typed, nil
 }
 
 // listModels asks p's endpoint for its models. A failure is not fatal: it returns no
 // models and a notice that says to type them in.
-func (c *Catalog) listModels(ctx context.Context, p store.Provider, key string) ([]string, string) {
+func (c *Catalog) listModels(ctx context.Context, p store.Provider, key string) ([]llm.Model, string) {
 	client, err := c.client(p, key)
 	if err != nil {
 		return nil, errs.Message(err)
@@ -140,7 +158,7 @@ func (c *Catalog) RefreshModels(ctx context.Context, id int64) (store.Provider, 
 	if notice != "" {
 		return p, notice, nil
 	}
-	p.Models = list
+	p.Models, p.Windows = listedWindows(list, p.Windows)
 	if err := c.Store.SaveProvider(ctx, &p, nil); err != nil {
 		return p, "", err
 	}

@@ -27,32 +27,45 @@ type Provider struct {
 	BaseURL      string
 	APIKeySealed []byte
 	Models       []string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// Windows holds the context windows known for some of Models; a model without
+	// one uses the instance's window.
+	Windows   map[string]ModelWindow
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
-const providerCols = `id, name, kind, base_url, api_key_sealed, models, created_at, updated_at`
+// ModelWindow is one model's context window in tokens. Reported says the endpoint's
+// model list gave it (refreshing the list may change it); otherwise an admin typed it.
+type ModelWindow struct {
+	Tokens   int  `json:"tokens"`
+	Reported bool `json:"reported,omitempty"`
+}
+
+const providerCols = `id, name, kind, base_url, api_key_sealed, models, model_windows, created_at, updated_at`
 
 func scanProvider(row scanner) (Provider, error) {
 	var p Provider
-	var models string
+	var models, windows string
 	var created, updated int64
-	if err := row.Scan(&p.ID, &p.Name, &p.Kind, &p.BaseURL, &p.APIKeySealed, &models, &created, &updated); err != nil {
+	if err := row.Scan(&p.ID, &p.Name, &p.Kind, &p.BaseURL, &p.APIKeySealed, &models, &windows, &created, &updated); err != nil {
 		return Provider{}, err
 	}
 	if err := json.Unmarshal([]byte(models), &p.Models); err != nil {
 		return Provider{}, fmt.Errorf("decode models: %w", err)
 	}
+	if err := json.Unmarshal([]byte(windows), &p.Windows); err != nil {
+		return Provider{}, fmt.Errorf("decode model windows: %w", err)
+	}
 	p.CreatedAt, p.UpdatedAt = fromMS(created), fromMS(updated)
 	return p, nil
 }
 
-func validProvider(p *Provider) (models string, err error) {
+func validProvider(p *Provider) (models, windows string, err error) {
 	if strings.TrimSpace(p.Name) == "" {
-		return "", errs.E(errs.Invalid, "provider name is required")
+		return "", "", errs.E(errs.Invalid, "provider name is required")
 	}
 	if p.Kind != KindOpenAI && p.Kind != KindAnthropic {
-		return "", errs.E(errs.Invalid, "unknown provider kind %q", p.Kind)
+		return "", "", errs.E(errs.Invalid, "unknown provider kind %q", p.Kind)
 	}
 	list := p.Models
 	if list == nil {
@@ -60,9 +73,20 @@ func validProvider(p *Provider) (models string, err error) {
 	}
 	b, err := json.Marshal(list)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return string(b), nil
+	// Only windows of listed models are kept: a removed model takes its window along.
+	kept := map[string]ModelWindow{}
+	for _, m := range list {
+		if w, ok := p.Windows[m]; ok && w.Tokens > 0 {
+			kept[m] = w
+		}
+	}
+	w, err := json.Marshal(kept)
+	if err != nil {
+		return "", "", err
+	}
+	return string(b), string(w), nil
 }
 
 // querier is what provider writes need: the database, or a transaction.
@@ -81,14 +105,14 @@ func (db *DB) CreateProvider(ctx context.Context, p *Provider) error {
 }
 
 func (db *DB) createProvider(ctx context.Context, q querier, p *Provider) error {
-	models, err := validProvider(p)
+	models, windows, err := validProvider(p)
 	if err != nil {
 		return err
 	}
 	now := ms(db.now())
-	err = q.QueryRowContext(ctx, `INSERT INTO providers (name, kind, base_url, api_key_sealed, models, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		p.Name, p.Kind, p.BaseURL, p.APIKeySealed, models, now, now).Scan(&p.ID)
+	err = q.QueryRowContext(ctx, `INSERT INTO providers (name, kind, base_url, api_key_sealed, models, model_windows, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		p.Name, p.Kind, p.BaseURL, p.APIKeySealed, models, windows, now, now).Scan(&p.ID)
 	if isUnique(err) {
 		return errs.Wrap(errs.Conflict, err, "a provider named %q already exists", p.Name)
 	}
@@ -109,13 +133,13 @@ func (db *DB) UpdateProvider(ctx context.Context, p Provider) error {
 }
 
 func (db *DB) updateProvider(ctx context.Context, q querier, p *Provider) error {
-	models, err := validProvider(p)
+	models, windows, err := validProvider(p)
 	if err != nil {
 		return err
 	}
 	now := ms(db.now())
-	res, err := q.ExecContext(ctx, `UPDATE providers SET name = ?, kind = ?, base_url = ?, api_key_sealed = ?, models = ?, updated_at = ?
-		WHERE id = ?`, p.Name, p.Kind, p.BaseURL, p.APIKeySealed, models, now, p.ID)
+	res, err := q.ExecContext(ctx, `UPDATE providers SET name = ?, kind = ?, base_url = ?, api_key_sealed = ?, models = ?, model_windows = ?, updated_at = ?
+		WHERE id = ?`, p.Name, p.Kind, p.BaseURL, p.APIKeySealed, models, windows, now, p.ID)
 	if isUnique(err) {
 		return errs.Wrap(errs.Conflict, err, "a provider named %q already exists", p.Name)
 	}

@@ -111,6 +111,10 @@ type Server struct {
 	Handler func(req ChatRequest) Reply
 	// Models is served by GET /v1/models (nil: ["fake-model"]).
 	Models []string
+	// Windows reports a context window for some of Models, in the field a real
+	// server of the style uses: vLLM's max_model_len for OpenAI-style listings,
+	// max_input_tokens for Anthropic's.
+	Windows map[string]int
 	// RequireKey, when set, makes every request without this key (as a bearer
 	// token or x-api-key) fail with 401.
 	RequireKey string
@@ -164,6 +168,13 @@ func (s *Server) SetModels(ids ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.Models = ids
+}
+
+// SetWindows sets Windows safely while requests may be in flight.
+func (s *Server) SetWindows(w map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Windows = w
 }
 
 // SetRequireKey sets RequireKey safely while requests may be in flight.
@@ -247,7 +258,7 @@ func (s *Server) next(req ChatRequest) Reply {
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	ids := s.Models
+	ids, windows := s.Models, s.Windows
 	s.mu.Unlock()
 	if ids == nil {
 		ids = []string{"fake-model"}
@@ -260,14 +271,16 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		Type        string `json:"type,omitempty"`
 		DisplayName string `json:"display_name,omitempty"`
 		CreatedAt   string `json:"created_at,omitempty"`
+		MaxModelLen int    `json:"max_model_len,omitempty"`
+		MaxInput    int    `json:"max_input_tokens,omitempty"`
 	}
 	data := []model{}
 	anthropicStyle := r.Header.Get("Anthropic-Version") != ""
 	for _, id := range ids {
 		if anthropicStyle {
-			data = append(data, model{ID: id, Type: "model", DisplayName: id, CreatedAt: "2025-01-01T00:00:00Z"})
+			data = append(data, model{ID: id, Type: "model", DisplayName: id, CreatedAt: "2025-01-01T00:00:00Z", MaxInput: windows[id]})
 		} else {
-			data = append(data, model{ID: id, Object: "model", Created: 1700000000, OwnedBy: "llmtest"})
+			data = append(data, model{ID: id, Object: "model", Created: 1700000000, OwnedBy: "llmtest", MaxModelLen: windows[id]})
 		}
 	}
 	out := map[string]any{"object": "list", "data": data}
