@@ -25,17 +25,19 @@ type Session struct {
 	Summary    string
 	SummarySeq int64
 	Temporary  bool // neither reads nor writes long-term memory
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// SystemPrompt is this chat's own instructions, added to the pinned zone.
+	SystemPrompt string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
-const sessionCols = `id, owner_id, title, model, state, summary, summary_seq, temporary, created_at, updated_at`
+const sessionCols = `id, owner_id, title, model, state, summary, summary_seq, temporary, system_prompt, created_at, updated_at`
 
 func scanSession(row scanner) (Session, error) {
 	var s Session
 	var state string
 	var created, updated int64
-	err := row.Scan(&s.ID, &s.OwnerID, &s.Title, &s.Model, &state, &s.Summary, &s.SummarySeq, &s.Temporary, &created, &updated)
+	err := row.Scan(&s.ID, &s.OwnerID, &s.Title, &s.Model, &state, &s.Summary, &s.SummarySeq, &s.Temporary, &s.SystemPrompt, &created, &updated)
 	s.State = []byte(state)
 	s.CreatedAt, s.UpdatedAt = fromMS(created), fromMS(updated)
 	return s, err
