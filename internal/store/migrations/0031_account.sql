@@ -5,3 +5,7 @@ ALTER TABLE users ADD COLUMN theme TEXT NOT NULL DEFAULT 'system' CHECK (theme I
 ALTER TABLE users ADD COLUMN about_me TEXT NOT NULL DEFAULT '';
 ALTER TABLE users ADD COLUMN answer_style TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN system_prompt TEXT NOT NULL DEFAULT '';
+-- Where a chat's title came from: 'user' (typed, never replaced), 'first_line' (the
+-- first message's first line, replaced once by a title the model writes), 'model'.
+-- Existing chats count as 'user': their titles stay as they are.
+ALTER TABLE sessions ADD COLUMN title_source TEXT NOT NULL DEFAULT 'user' CHECK (title_source IN ('user', 'first_line', 'model'));
