@@ -178,7 +178,7 @@ func AccountPage(p Page, a Account) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</textarea> <button type=\"submit\" class=\"primary\" data-testid=\"instructions-save\">Save instructions</button></form></section><section class=\"card\" aria-labelledby=\"password-h\"><h2 id=\"password-h\">Password</h2><p class=\"muted\">Changing it logs you out everywhere else.</p><form method=\"post\" action=\"/settings/account/password\" class=\"stack\" data-testid=\"password-form\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</textarea> <button type=\"submit\" class=\"primary\" data-testid=\"instructions-save\">Save instructions</button></form></section><section class=\"card\" aria-labelledby=\"chats-h\"><h2 id=\"chats-h\">Your chats</h2><p class=\"muted\">Export every chat with its whole transcript (tool calls and results too) as one JSON file; importing such a file adds its chats as new ones, all or none. A single chat exports from its side panel, also as Markdown.</p><p><a href=\"/sessions/export\" download data-testid=\"chats-export\">Export all chats (JSON)</a></p><form method=\"post\" action=\"/sessions/import\" enctype=\"multipart/form-data\" class=\"stack\" data-testid=\"chats-import-form\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -186,7 +186,15 @@ func AccountPage(p Page, a Account) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<label for=\"current-password\">Current password</label> <input id=\"current-password\" name=\"current\" type=\"password\" autocomplete=\"current-password\" required data-testid=\"password-current\"> <label for=\"new-password\">New password</label> <input id=\"new-password\" name=\"password\" type=\"password\" autocomplete=\"new-password\" required data-testid=\"password-new\"> <label for=\"confirm-password\">New password again</label> <input id=\"confirm-password\" name=\"confirm\" type=\"password\" autocomplete=\"new-password\" required data-testid=\"password-confirm\"> <button type=\"submit\" data-testid=\"password-save\">Change password</button></form></section></div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<label for=\"chats-file\">Import chats from a file</label> <input id=\"chats-file\" name=\"file\" type=\"file\" accept=\"application/json,.json\" required data-testid=\"chats-import-file\"> <button type=\"submit\" data-testid=\"chats-import\">Import</button></form></section><section class=\"card\" aria-labelledby=\"password-h\"><h2 id=\"password-h\">Password</h2><p class=\"muted\">Changing it logs you out everywhere else.</p><form method=\"post\" action=\"/settings/account/password\" class=\"stack\" data-testid=\"password-form\">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = csrfField(p.CSRF).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<label for=\"current-password\">Current password</label> <input id=\"current-password\" name=\"current\" type=\"password\" autocomplete=\"current-password\" required data-testid=\"password-current\"> <label for=\"new-password\">New password</label> <input id=\"new-password\" name=\"password\" type=\"password\" autocomplete=\"new-password\" required data-testid=\"password-new\"> <label for=\"confirm-password\">New password again</label> <input id=\"confirm-password\" name=\"confirm\" type=\"password\" autocomplete=\"new-password\" required data-testid=\"password-confirm\"> <button type=\"submit\" data-testid=\"password-save\">Change password</button></form></section></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
