@@ -224,6 +224,8 @@ func zoneLabel(name string) string {
 	switch name {
 	case "pinned":
 		return "Pinned"
+	case "instructions":
+		return "Your instructions (in pinned)"
 	case "summary":
 		return "Summary"
 	case "history":
@@ -347,4 +349,20 @@ func windowLabel(tokens int) string {
 		return strconv.Itoa(tokens/1024) + "k"
 	}
 	return strconv.Itoa(tokens)
+}
+
+// theme is the page's data-theme: the user's choice, "system" (the browser's) otherwise.
+func theme(p Page) string {
+	if p.User != nil && (p.User.Theme == "light" || p.User.Theme == "dark") {
+		return p.User.Theme
+	}
+	return "system"
+}
+
+// colorScheme tells the browser which schemes the page supports, before the CSS loads.
+func colorScheme(p Page) string {
+	if t := theme(p); t != "system" {
+		return t
+	}
+	return "light dark"
 }

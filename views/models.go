@@ -21,6 +21,15 @@ type User struct {
 	ID       int64
 	Username string
 	IsAdmin  bool
+	Theme    string // system, light or dark
+}
+
+// Account is the user's own settings page.
+type Account struct {
+	Theme                      string
+	AboutMe, AnswerStyle       string
+	MaxAboutMe, MaxAnswerStyle int
+	Notice, Error              string
 }
 
 // AuthForm refills the setup and login forms after a failed attempt.
@@ -124,6 +133,8 @@ type Chat struct {
 	Task            TaskPanel     // SessionID may be left empty: Session.ID is used
 	Meter           *ContextMeter // nil before the session's first turn
 	MCP             *MCPIndicator // nil: MCP is not set up (no indicator, resources or prompts)
+	SystemPrompt    string        // the chat's own instructions
+	MaxSystemPrompt int
 }
 
 // TaskPanel is the session's working memory as the side panel shows and edits it.

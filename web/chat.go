@@ -54,6 +54,7 @@ func (s *Server) chatView(ctx context.Context, ss store.Session, snap Snapshot) 
 		return views.Chat{}, err
 	}
 	chat.Task = taskView(ss.ID, ss.State, "")
+	chat.SystemPrompt, chat.MaxSystemPrompt = ss.SystemPrompt, store.MaxSystemPrompt
 	chat.Meter = s.lastMeter(ctx, ss)
 	chat.MCP = s.mcpIndicator()
 	if hasOlder && len(msgs) > 0 {

@@ -275,6 +275,8 @@ func (h *Hub) Publish(ev agent.Event) {
 		r.broadcast(renderFrame(views.FrameAssistantStep(messageView(*ev.Message, nil), views.LiveMessage{Model: model})))
 	case agent.EventToolResult:
 		r.broadcast(renderFrame(views.FrameToolCard(toolCard(*ev.ToolCall, ev.Message))))
+	case agent.EventTitle:
+		r.broadcast(renderFrame(views.FrameSessionTitle(sessionItem(*ev.Session, ev.SessionID))))
 	case agent.EventTaskState:
 		r.broadcast(renderFrame(views.FrameTaskPanel(taskView(ev.SessionID, ev.State, ""))))
 	case agent.EventFinal:

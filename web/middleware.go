@@ -74,6 +74,8 @@ func bodyLimit(route string) int64 {
 		return authBodyLimit
 	case "/memories/import": // a file and a paste, each up to maxImportBytes
 		return 2*maxImportBytes + formBodyLimit
+	case "/sessions/import": // a file or a paste of chatsExport
+		return 2*maxChatsImportBytes + formBodyLimit
 	case "/settings/mcp/import":
 		return mcpImportLimit
 	}

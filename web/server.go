@@ -106,7 +106,7 @@ func redirect(c echo.Context, url string) error {
 func (s *Server) page(c echo.Context, title string) views.Page {
 	p := views.Page{Title: title, CSRF: s.csrfToken(c)}
 	if u, ok := currentUser(c); ok {
-		p.User = &views.User{ID: u.ID, Username: u.Username, IsAdmin: u.Role == store.RoleAdmin}
+		p.User = &views.User{ID: u.ID, Username: u.Username, IsAdmin: u.Role == store.RoleAdmin, Theme: u.Theme}
 	}
 	return p
 }

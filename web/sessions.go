@@ -2,8 +2,6 @@ package web
 
 import (
 	"net/http"
-	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -76,40 +74,12 @@ func (s *Server) createSession(c echo.Context) error {
 	return redirect(c, "/s/"+ss.ID)
 }
 
-const maxTitle = 120
-
-// cleanTitle trims a title to one line of at most maxTitle characters, without control
-// characters (NUL, ESC, the rest of C0 and C1) or bidi controls, which could garble
-// the chat list or make a title read differently from what it is (U+202E).
-func cleanTitle(t string) string {
-	t = strings.Map(func(r rune) rune {
-		switch {
-		case r == '\t' || r == '\n' || r == '\r':
-			return ' '
-		case unicode.IsControl(r), isBidiControl(r), r == utf8.RuneError:
-			return -1
-		}
-		return r
-	}, t)
-	t = strings.Join(strings.Fields(t), " ")
-	if utf8.RuneCountInString(t) > maxTitle {
-		t = string([]rune(t)[:maxTitle-1]) + "…"
-	}
-	return t
-}
-
-// isBidiControl reports the explicit bidi formatting characters: embeddings and
-// overrides (U+202A–U+202E), isolates (U+2066–U+2069) and the marks LRM, RLM and ALM.
-func isBidiControl(r rune) bool {
-	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == 0x200E || r == 0x200F || r == 0x061C
-}
-
 func (s *Server) renameSession(c echo.Context) error {
 	ss, err := s.ownedSession(c)
 	if err != nil {
 		return err
 	}
-	title := cleanTitle(c.FormValue("title"))
+	title := store.CleanTitle(c.FormValue("title"))
 	if title == "" || !utf8.ValidString(title) {
 		return errs.E(errs.Invalid, "A title needs some text.")
 	}

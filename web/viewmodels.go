@@ -93,6 +93,9 @@ func meterView(zones []contextwin.Zone) *views.ContextMeter {
 			m.Total, m.Limit = z.Tokens, z.Budget
 			continue
 		}
+		if z.Name == contextwin.ZoneInstructions && z.Tokens == 0 {
+			continue // a user without custom instructions needs no empty row
+		}
 		m.Zones = append(m.Zones, views.MeterZone{Name: z.Name, Tokens: z.Tokens, Budget: z.Budget})
 	}
 	return m

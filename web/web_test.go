@@ -1022,3 +1022,27 @@ func TestProviderModelWindowsForm(t *testing.T) {
 		t.Errorf("malformed window: status %d, body %.1500s", bad.StatusCode, bad.body)
 	}
 }
+
+// With titles on, the first message's first line is the chat's title at once, and the
+// model's title replaces it in the sidebar and the header of every open tab.
+func TestGeneratedTitleReachesTheChat(t *testing.T) {
+	env := newTestEnvWith(t, app.Options{Agent: agent.Config{GenerateTitles: true}})
+	admin := env.setup()
+	admin.addProvider("Fake", env.llm.URL(), "fake-model", "")
+	env.llm.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
+		if strings.HasPrefix(req.Messages[0].Content, "Write a title") {
+			return llmtest.Reply{Text: []string{"Weekend in <Lyon>"}}
+		}
+		return llmtest.Reply{Text: []string{"Sure."}}
+	})
+	id := admin.newSession()
+	ws := admin.dial(id)
+	ws.send("plan my weekend in lyon\nwith details")
+	frames := ws.until("Weekend in &lt;Lyon&gt;")
+	if got := strings.Join(frames, "\n"); !strings.Contains(got, "plan my weekend in lyon") {
+		t.Errorf("the first line was not the title first: %.2000s", got)
+	}
+	if r := admin.get("/s/" + id); !strings.Contains(r.body, `data-testid="session-title">Weekend in &lt;Lyon&gt;</h1>`) {
+		t.Error("the chat page does not show the model's title")
+	}
+}

@@ -216,11 +216,12 @@ func (s *Server) handleSend(c echo.Context, u store.User, sessionID, text string
 		return
 	}
 	if ss.Title == "" {
-		title := cleanTitle(firstLine(text, 60))
+		// The first line is the title until the model writes one (agent.Config.GenerateTitles).
+		title := store.CleanTitle(firstLine(text, 60))
 		if strings.TrimSpace(text) == "" {
-			title = cleanTitle(firstLine(full, 60))
+			title = store.CleanTitle(firstLine(full, 60))
 		}
-		if err := s.Store.RenameSession(ctx, ss.ID, ss.OwnerID, title); err == nil {
+		if ok, err := s.Store.SetFirstLineTitle(ctx, ss.ID, ss.OwnerID, title); err == nil && ok {
 			ss.Title = title
 			s.Hub.broadcastTo(ss.ID, renderFrame(views.FrameSessionTitle(sessionItem(ss, ss.ID))))
 		}

@@ -51,6 +51,9 @@ type Config struct {
 	// ExtractMemories asks the chat's model after each reply what the user's message
 	// holds that is worth remembering (needs Deps.Memory).
 	ExtractMemories bool
+	// GenerateTitles asks the chat's model for a title after the first reply; until
+	// then, and when that fails, the first line of the first message is the title.
+	GenerateTitles bool
 }
 
 // DefaultSystemPrompt is used when Config.SystemPrompt is empty.

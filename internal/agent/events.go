@@ -20,6 +20,7 @@ const (
 	EventQueued                       // Text: a message waiting for the current reply to end
 	EventNotice                       // Text: something the user should know that is not a message
 	EventTaskState                    // State: the session's task state changed
+	EventTitle                        // Session: the model gave the chat its title
 )
 
 // Run events, each with RunID and Seq (1, 2, … in the order they happened). A run
@@ -53,7 +54,7 @@ func (k EventKind) String() string {
 }
 
 var eventNames = map[EventKind]string{
-	EventUserMessage: "user_message", EventQueued: "queued", EventNotice: "notice", EventTaskState: "task_state",
+	EventUserMessage: "user_message", EventQueued: "queued", EventNotice: "notice", EventTaskState: "task_state", EventTitle: "title",
 	EventRunStarted: "run_started", EventContext: "context", EventToolsSelected: "tools_selected",
 	EventModelRequest: "model_request", EventText: "text", EventReasoning: "reasoning",
 	EventModelResponse: "model_response", EventAssistantStep: "assistant_step", EventToolStarted: "tool_started",
@@ -75,6 +76,7 @@ type Event struct {
 	Step      int // the model step (1…MaxSteps) for per-step events
 
 	Message     *store.Message
+	Session     *store.Session // EventTitle: the chat as it is now
 	Text        string
 	Model       string
 	Request     *llm.Request

@@ -14,17 +14,21 @@ import (
 const foldBatch = 200
 
 // foldLater does a reply's background work after it is committed and the session is
-// free again, so the next message never waits for a model call: it folds the turns
-// that left the verbatim window into the rolling summary, then extracts memories from
-// the user's message. One fold per session at a time (a turn that ends while one
+// free again, so the next message never waits for a model call: it gives a chat with
+// a provisional title the model's (see GenerateTitles), folds the turns that left the
+// verbatim window into the rolling summary, then extracts memories from the user's
+// message. One fold per session at a time (a turn that ends while one
 // runs leaves its fold to the next turn); every reply gets its extraction. Shutdown
 // cancels them. The trace run is closed when the job is done.
 func (a *Agent) foldLater(t *turn) {
+	// Read before the lock: it asks the database.
+	wantTitle := t.provider != nil && t.final.Status == store.StatusComplete && t.wantsTitle(a.base)
 	a.mu.Lock()
 	ok := !a.closed && t.provider != nil && t.final.Status == store.StatusComplete
 	fold := ok && len(t.unsummarised) > 0 && !a.folding[t.s.ID]
 	extract := ok && t.extractable()
-	start := fold || extract
+	title := ok && wantTitle
+	start := fold || extract || title
 	if fold {
 		a.folding[t.s.ID] = true
 	}
@@ -46,6 +50,9 @@ func (a *Agent) foldLater(t *turn) {
 			}
 			a.mu.Unlock()
 		}()
+		if title {
+			t.title(a.base) // first: it shows at once in the chat list
+		}
 		if fold {
 			t.fold(a.base)
 			a.mu.Lock()

@@ -39,6 +39,7 @@ type turn struct {
 	saved                 []string // memories an explicit "remember …" created, shown on the reply
 
 	budgets       contextwin.Budgets // the instance's, fitted to this model's window
+	instructions  store.Instructions // the user's custom instructions
 	steps         int
 	inTok, outTok int
 	unsummarised  []store.Message // turns that left the verbatim window at the last step
@@ -127,6 +128,11 @@ func (t *turn) loop(ctx context.Context) {
 		}
 	}
 	t.emit(Event{Kind: EventRunStarted, Model: model})
+	if in, err := a.Store.UserInstructions(ctx, t.s.OwnerID); err != nil {
+		a.Log.Warn("agent: custom instructions not loaded", "session", t.s.ID, "err", err)
+	} else {
+		t.instructions = in
+	}
 	t.memorySettings(ctx)
 	t.memoryCommand(ctx)
 	t.recall(ctx)
@@ -201,7 +207,8 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 	}
 	specs := a.Tools.Specs(offered)
 	task, _ := tools.ParseTaskState(sess.State)
-	in := contextwin.Input{System: a.cfg.SystemPrompt, Goal: task.Goal, Stage: task.Stage,
+	in := contextwin.Input{System: a.cfg.SystemPrompt, ChatPrompt: sess.SystemPrompt,
+		AboutMe: t.instructions.AboutMe, AnswerStyle: t.instructions.AnswerStyle, Goal: task.Goal, Stage: task.Stage,
 		Preferences: t.preferences, Memories: t.memories,
 		Summary: sess.Summary, SummarySeq: sess.SummarySeq, Messages: msgs, Tools: specs}
 	llmMsgs, report := contextwin.Assemble(in, t.budgets, a.Tokens)

@@ -234,6 +234,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 func agentConfig(cfg config.Config, over agent.Config) agent.Config {
 	c := over
 	c.ExtractMemories = over.ExtractMemories || cfg.MemoryExtraction
+	c.GenerateTitles = over.GenerateTitles || cfg.GenerateTitles
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = cfg.MaxPromptBytes()
 	}

@@ -32,6 +32,7 @@ type Config struct {
 	LoginTTL          time.Duration // lifetime of a login cookie session
 	ShutdownTimeout   time.Duration // grace period for in-flight work on shutdown
 	MemoryExtraction  bool          // after each reply, ask the chat's model what is worth remembering
+	GenerateTitles    bool          // after a chat's first reply, ask its model for a title
 	// Trace retention: runs older than RunsKeepDays, then the oldest while the trace
 	// is over RunsMaxMB, are pruned hourly; pinned runs are kept. 0 = no bound.
 	RunsKeepDays, RunsMaxMB int
@@ -69,6 +70,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("login_ttl", c.LoginTTL),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 		slog.Bool("memory_extraction", c.MemoryExtraction),
+		slog.Bool("generate_titles", c.GenerateTitles),
 		slog.Int("runs_keep_days", c.RunsKeepDays),
 		slog.Int("runs_max_mb", c.RunsMaxMB),
 		slog.String("metrics_addr", c.MetricsAddr),
@@ -154,7 +156,7 @@ var settings = []setting{
 		help: "largest chat message accepted, in bytes (1 to 10485760)",
 		set:  intInto(1, MaxMessageBytesLimit, func(c *Config) *int { return &c.MaxMessageBytes })},
 	{flag: "context-window", env: "ATRIUM_CONTEXT_WINDOW", def: "32768", arg: "tokens",
-		help: "the models' context window in tokens (2048 to 2000000); set it to your smallest model's, e.g. 8192 for a small local model",
+		help: "the context window in tokens (2048 to 2000000) of models without their own (Settings → Providers: name window=N, or reported by the endpoint)",
 		set:  intInto(2048, 2_000_000, func(c *Config) *int { return &c.ContextWindow })},
 	{flag: "model-start-timeout", env: "ATRIUM_MODEL_START_TIMEOUT", def: "60s", arg: "duration",
 		help: "how long to wait for a model's first response",
@@ -165,6 +167,16 @@ var settings = []setting{
 	{flag: "login-ttl", env: "ATRIUM_LOGIN_TTL", def: "720h", arg: "duration",
 		help: "how long a login lasts",
 		set:  durationInto(func(c *Config) *time.Duration { return &c.LoginTTL })},
+	{flag: "generate-titles", env: "ATRIUM_GENERATE_TITLES", def: "true", arg: "bool",
+		help: "after a chat's first reply, ask its model for a short title (one more model call per chat); off: the first line of the first message",
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%q is not true or false", v)
+			}
+			c.GenerateTitles = b
+			return nil
+		}},
 	{flag: "memory-extract", env: "ATRIUM_MEMORY_EXTRACT", def: "true", arg: "bool",
 		help: "after each reply, ask the chat's model what the user's message holds that is worth remembering (one more model call per reply)",
 		set: func(c *Config, v string) error {

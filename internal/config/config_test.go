@@ -36,6 +36,7 @@ var defaults = config.Config{
 	LoginTTL:          720 * time.Hour,
 	ShutdownTimeout:   10 * time.Second,
 	MemoryExtraction:  true,
+	GenerateTitles:    true,
 	RunsKeepDays:      30,
 	RunsMaxMB:         256,
 }
@@ -61,6 +62,7 @@ func TestLoad(t *testing.T) {
 			"ATRIUM_LOGIN_TTL", "24h",
 			"ATRIUM_SHUTDOWN_TIMEOUT", "1s",
 			"ATRIUM_MEMORY_EXTRACT", "false",
+			"ATRIUM_GENERATE_TITLES", "false",
 			"ATRIUM_RUNS_KEEP_DAYS", "7",
 			"ATRIUM_RUNS_MAX_MB", "0",
 		), func(c *config.Config) {
@@ -75,7 +77,7 @@ func TestLoad(t *testing.T) {
 			"-addr", ":0", "-data=/tmp/x", "--master-key", "flagkey", "-log-level", "error",
 			"-base-url", "http://localhost:8080", "-max-message-bytes", "1",
 			"-model-start-timeout", "5s", "-model-idle-timeout", "6s", "-login-ttl", "1h", "-shutdown-timeout", "3s",
-			"-context-window", "128000", "-memory-extract=false", "-runs-keep-days", "0", "-runs-max-mb", "1024",
+			"-context-window", "128000", "-memory-extract=false", "-generate-titles=0", "-runs-keep-days", "0", "-runs-max-mb", "1024",
 		}, env(), func(c *config.Config) {
 			*c = config.Config{
 				Addr: ":0", DataDir: "/tmp/x", MasterKey: "flagkey", LogLevel: slog.LevelError,

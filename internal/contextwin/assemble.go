@@ -73,10 +73,13 @@ func (b Budgets) withDefaults() Budgets {
 
 // Input is what Assemble chooses from.
 type Input struct {
-	System      string
-	Preferences []string
-	Goal, Stage string
-	Memories    []string // most relevant first; the last ones go first when the pinned zone is full
+	System string
+	// The chat's own instructions and the user's custom instructions: pinned after
+	// the system prompt, and cut only after memories, preferences and the task.
+	ChatPrompt, AboutMe, AnswerStyle string
+	Preferences                      []string
+	Goal, Stage                      string
+	Memories                         []string // most relevant first; the last ones go first when the pinned zone is full
 
 	Summary    string
 	SummarySeq int64 // the summary covers messages with seq <= SummarySeq
@@ -99,13 +102,16 @@ type Zone struct {
 
 // Zone names, in Report.Zones order.
 const (
-	ZonePinned  = "pinned"
-	ZoneSummary = "summary"
-	ZoneHistory = "history"
-	ZoneResults = "tool_results" // tool messages of the history
-	ZoneTools   = "tools"        // the offered tools' definitions
-	ZoneDropped = "dropped"      // turns in neither the request nor the summary (only when there are some)
-	ZoneTotal   = "total"
+	ZonePinned = "pinned"
+	// ZoneInstructions is the part of the pinned zone that the user wrote (custom
+	// instructions, the chat's instructions): shown on its own row, inside Pinned.
+	ZoneInstructions = "instructions"
+	ZoneSummary      = "summary"
+	ZoneHistory      = "history"
+	ZoneResults      = "tool_results" // tool messages of the history
+	ZoneTools        = "tools"        // the offered tools' definitions
+	ZoneDropped      = "dropped"      // turns in neither the request nor the summary (only when there are some)
+	ZoneTotal        = "total"
 )
 
 // Cut is a message left out of the context or shortened in it. Seq 0 is not a
@@ -173,7 +179,7 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 	a := assembler{b: b, tok: tok}
 	var rep Report
 
-	pinnedText, pinnedTokens := a.pinned(in, &rep)
+	pinnedText, pinnedTokens, instrTokens := a.pinned(in, &rep)
 	summaryText, summaryTokens := a.summary(in.Summary, &rep)
 	toolTokens := 0
 	for _, t := range in.Tools {
@@ -283,6 +289,7 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 	}
 	rep.Zones = []Zone{
 		{Name: ZonePinned, Tokens: pinnedTokens, Budget: b.Pinned},
+		{Name: ZoneInstructions, Tokens: instrTokens, Budget: b.Pinned},
 		{Name: ZoneSummary, Tokens: summaryTokens, Budget: b.Summary},
 		{Name: ZoneHistory, Tokens: history - results, Budget: avail},
 		{Name: ZoneResults, Tokens: results},
@@ -474,10 +481,30 @@ func (a *assembler) squeeze(t *turn, avail int) {
 }
 
 // pinned builds the pinned zone within its budget: the last memories go first,
-// then the last preferences, the stage, the goal; the system prompt is cut last.
-func (a *assembler) pinned(in Input, rep *Report) (string, int) {
+// then the last preferences, the stage, the goal; the system prompt and the user's
+// instructions are cut last, from the end. It returns the text, its tokens, and how
+// many of them are the user's instructions.
+func (a *assembler) pinned(in Input, rep *Report) (string, int, int) {
 	prefs, mems := in.Preferences, in.Memories
 	goal, stage := in.Goal, in.Stage
+	var instr strings.Builder
+	for _, part := range []struct{ header, text string }{
+		{"Instructions for this chat:\n", in.ChatPrompt},
+		{"About the user:\n", in.AboutMe},
+		{"How the user wants answers:\n", in.AnswerStyle},
+	} {
+		if t := strings.TrimSpace(part.text); t != "" {
+			if instr.Len() > 0 {
+				instr.WriteString("\n\n")
+			}
+			instr.WriteString(part.header + t)
+		}
+	}
+	instructions := instr.String()
+	instrTokens := 0
+	if instructions != "" {
+		instrTokens = a.tok.Count(instructions)
+	}
 	build := func() string {
 		var sb strings.Builder
 		sep := func() {
@@ -487,6 +514,10 @@ func (a *assembler) pinned(in Input, rep *Report) (string, int) {
 		}
 		if in.System != "" {
 			sb.WriteString(in.System)
+		}
+		if instructions != "" {
+			sep()
+			sb.WriteString(instructions)
 		}
 		if len(prefs) > 0 {
 			sep()
@@ -555,11 +586,15 @@ func (a *assembler) pinned(in Input, rep *Report) (string, int) {
 		n = a.tok.Count(text)
 		if n > budget && len(mems) == 0 && len(prefs) == 0 && goal == "" && stage == "" {
 			cut, m := shrink(a.tok, text, n, budget, 1)
-			rep.Cut = append(rep.Cut, Cut{Reason: fmt.Sprintf("system prompt cut %d → %d tokens (pinned budget %d)", n, m, budget)})
-			return cut, m
+			what := "system prompt"
+			if instructions != "" {
+				what = "system prompt and instructions"
+			}
+			rep.Cut = append(rep.Cut, Cut{Reason: fmt.Sprintf("%s cut %d → %d tokens (pinned budget %d)", what, n, m, budget)})
+			return cut, m, min(instrTokens, max(0, m-a.tok.Count(in.System)))
 		}
 	}
-	return text, n
+	return text, n, instrTokens
 }
 
 func (a *assembler) summary(s string, rep *Report) (string, int) {

@@ -588,3 +588,58 @@ func TestZonesSeparateToolDefinitionsAndResults(t *testing.T) {
 		t.Errorf("zones do not add up: %+v", rep.Zones)
 	}
 }
+
+// The user's instructions (the chat's own, about me, how to answer) follow the system
+// prompt, are shown as their own meter row, and are cut only after memories,
+// preferences and the task.
+func TestAssembleInstructions(t *testing.T) {
+	in := contextwin.Input{
+		System: "You are Atrium.", ChatPrompt: "Answer in French.", AboutMe: "I am a nurse.", AnswerStyle: " Be brief. ",
+		Preferences: []string{"metric units"}, Goal: "plan a trip", Memories: []string{"lives in Lyon"},
+		Messages: []store.Message{user(1, "hi")},
+	}
+	out, rep := contextwin.Assemble(in, contextwin.DefaultBudgets(), wordTok{})
+	want := "You are Atrium.\n\nInstructions for this chat:\nAnswer in French.\n\nAbout the user:\nI am a nurse.\n\nHow the user wants answers:\nBe brief." +
+		"\n\nUser preferences:\n- metric units\n\nTask goal: plan a trip\n\nRelevant memories:\n- lives in Lyon"
+	if out[0].Content != want {
+		t.Fatalf("pinned zone\n%q\nwant\n%q", out[0].Content, want)
+	}
+	instr := (wordTok{}).Count("Instructions for this chat:\nAnswer in French.\n\nAbout the user:\nI am a nurse.\n\nHow the user wants answers:\nBe brief.")
+	if z := zone(rep, contextwin.ZoneInstructions); z.Tokens != instr {
+		t.Errorf("instructions zone %+v, want %d tokens", z, instr)
+	}
+
+	// Just room for the system prompt and the instructions: everything else goes first.
+	b := contextwin.DefaultBudgets()
+	b.Pinned = (wordTok{}).Count("You are Atrium.\n\n") + instr
+	out, rep = contextwin.Assemble(in, b, wordTok{})
+	for _, gone := range []string{"Lyon", "metric", "plan a trip"} {
+		if strings.Contains(out[0].Content, gone) {
+			t.Errorf("%q kept while the instructions had to fit: %q", gone, out[0].Content)
+		}
+	}
+	for _, kept := range []string{"You are Atrium.", "Answer in French.", "I am a nurse.", "Be brief."} {
+		if !strings.Contains(out[0].Content, kept) {
+			t.Errorf("%q cut before memories, preferences and the task: %q", kept, out[0].Content)
+		}
+	}
+	// Less room still: the end of the instructions is cut, and the cut says so.
+	b.Pinned = 8
+	out, rep = contextwin.Assemble(in, b, wordTok{})
+	if !strings.HasPrefix(out[0].Content, "You are Atrium.") || (wordTok{}).Count(out[0].Content) > 8 {
+		t.Errorf("tight pinned zone %q", out[0].Content)
+	}
+	var said bool
+	for _, c := range rep.Cut {
+		said = said || strings.HasPrefix(c.Reason, "system prompt and instructions cut")
+	}
+	if !said || zone(rep, contextwin.ZoneInstructions).Tokens > 8 {
+		t.Errorf("cuts %+v, instructions zone %+v", rep.Cut, zone(rep, contextwin.ZoneInstructions))
+	}
+	// Without any, the row is empty.
+	in.ChatPrompt, in.AboutMe, in.AnswerStyle = "", "  ", ""
+	_, rep = contextwin.Assemble(in, contextwin.DefaultBudgets(), wordTok{})
+	if z := zone(rep, contextwin.ZoneInstructions); z.Tokens != 0 {
+		t.Errorf("instructions zone %+v without instructions", z)
+	}
+}

@@ -52,10 +52,10 @@ func (db *DB) LoginByTokenHash(ctx context.Context, hash []byte) (Login, User, e
 	var u User
 	var lc, le, ls, uc, uu int64
 	err := db.pool.QueryRowContext(ctx, `SELECT l.token_hash, l.user_id, l.created_at, l.expires_at, l.last_seen_at,
-			u.id, u.username, u.password_hash, u.role, u.disabled, u.created_at, u.updated_at
+			u.id, u.username, u.password_hash, u.role, u.disabled, u.theme, u.created_at, u.updated_at
 		FROM logins l JOIN users u ON u.id = l.user_id
 		WHERE l.token_hash = ?`, hash).Scan(&l.TokenHash, &l.UserID, &lc, &le, &ls,
-		&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.Disabled, &uc, &uu)
+		&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.Disabled, &u.Theme, &uc, &uu)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Login{}, User{}, fmt.Errorf("store: login by token: %w", errs.E(errs.NotFound, "login not found"))
 	}

@@ -25,17 +25,20 @@ type Session struct {
 	Summary    string
 	SummarySeq int64
 	Temporary  bool // neither reads nor writes long-term memory
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// SystemPrompt is this chat's own instructions, added to the pinned zone.
+	SystemPrompt string
+	TitleSource  string // TitleByUser, TitleFromMessage or TitleByModel
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
-const sessionCols = `id, owner_id, title, model, state, summary, summary_seq, temporary, created_at, updated_at`
+const sessionCols = `id, owner_id, title, model, state, summary, summary_seq, temporary, system_prompt, title_source, created_at, updated_at`
 
 func scanSession(row scanner) (Session, error) {
 	var s Session
 	var state string
 	var created, updated int64
-	err := row.Scan(&s.ID, &s.OwnerID, &s.Title, &s.Model, &state, &s.Summary, &s.SummarySeq, &s.Temporary, &created, &updated)
+	err := row.Scan(&s.ID, &s.OwnerID, &s.Title, &s.Model, &state, &s.Summary, &s.SummarySeq, &s.Temporary, &s.SystemPrompt, &s.TitleSource, &created, &updated)
 	s.State = []byte(state)
 	s.CreatedAt, s.UpdatedAt = fromMS(created), fromMS(updated)
 	return s, err
@@ -175,7 +178,7 @@ func (db *DB) updateSession(ctx context.Context, op, set string, id string, owne
 // RenameSession sets the title and bumps UpdatedAt. Missing or foreign is
 // errs.NotFound.
 func (db *DB) RenameSession(ctx context.Context, id string, owner int64, title string) error {
-	return db.updateSession(ctx, "rename session", "title = ?", id, owner, title)
+	return db.updateSession(ctx, "rename session", "title = ?, title_source = 'user'", id, owner, title)
 }
 
 // SetSessionModel sets the model used for the next reply and bumps UpdatedAt.

@@ -24,16 +24,24 @@ type User struct {
 	PasswordHash string
 	Role         string
 	Disabled     bool
+	Theme        string // ThemeSystem, ThemeLight or ThemeDark
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 }
 
-const userCols = `id, username, password_hash, role, disabled, created_at, updated_at`
+// Themes a user may choose; system follows the browser's setting.
+const (
+	ThemeSystem = "system"
+	ThemeLight  = "light"
+	ThemeDark   = "dark"
+)
+
+const userCols = `id, username, password_hash, role, disabled, theme, created_at, updated_at`
 
 func scanUser(row scanner) (User, error) {
 	var u User
 	var created, updated int64
-	err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.Disabled, &created, &updated)
+	err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.Disabled, &u.Theme, &created, &updated)
 	u.CreatedAt, u.UpdatedAt = fromMS(created), fromMS(updated)
 	return u, err
 }
@@ -56,7 +64,7 @@ func validUser(username, role string) error {
 // all; otherwise it returns errs.Conflict. Of several concurrent calls exactly one
 // succeeds.
 func (db *DB) CreateFirstAdmin(ctx context.Context, username, passwordHash string) (User, error) {
-	u := User{Username: username, PasswordHash: passwordHash, Role: RoleAdmin}
+	u := User{Username: username, PasswordHash: passwordHash, Role: RoleAdmin, Theme: ThemeSystem}
 	if err := validUser(username, RoleAdmin); err != nil {
 		return User{}, fmt.Errorf("store: create first admin: %w", err)
 	}
@@ -99,7 +107,7 @@ func (db *DB) CreateUser(ctx context.Context, u *User) error {
 	if err != nil {
 		return fmt.Errorf("store: create user: %w", err)
 	}
-	u.CreatedAt, u.UpdatedAt = fromMS(now), fromMS(now)
+	u.CreatedAt, u.UpdatedAt, u.Theme = fromMS(now), fromMS(now), ThemeSystem
 	return nil
 }
 

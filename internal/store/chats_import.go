@@ -1,0 +1,103 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"atrium/internal/errs"
+)
+
+// ImportedChat is one chat of an import, checked by the caller: its messages are
+// stored in order with seqs 1…n and their own times.
+type ImportedChat struct {
+	ID           string // the new session's id (a UUID the caller makes)
+	Title        string
+	SystemPrompt string
+	State        []byte // task state JSON; nil is {}
+	Temporary    bool
+	CreatedAt    time.Time
+	Messages     []Message
+}
+
+// ImportChats stores chats as new sessions of owner, all in one transaction: either
+// every chat and message is stored or nothing is. A bad role, status or tool-call JSON
+// is errs.Invalid naming the chat and message.
+func (db *DB) ImportChats(ctx context.Context, owner int64, chats []ImportedChat) error {
+	for i := range chats {
+		for j := range chats[i].Messages {
+			if err := validMessage(&chats[i].Messages[j]); err != nil {
+				return fmt.Errorf("store: import chats: chat %d, message %d: %w", i+1, j+1, err)
+			}
+		}
+	}
+	now := ms(db.now())
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		for i, c := range chats {
+			state := c.State
+			if len(state) == 0 {
+				state = []byte("{}")
+			}
+			created := ms(c.CreatedAt)
+			if c.CreatedAt.IsZero() {
+				created = now
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, owner_id, title, title_source, model, state, system_prompt, temporary, created_at, updated_at)
+				VALUES (?, ?, ?, 'user', '', ?, ?, ?, ?, ?)`, c.ID, owner, c.Title, string(state), c.SystemPrompt, c.Temporary, created, now)
+			if isCheck(err) {
+				return errs.Wrap(errs.Invalid, err, "chat %d: the task state must be a JSON object", i+1)
+			}
+			if err != nil {
+				return err
+			}
+			for j, m := range c.Messages {
+				at := ms(m.CreatedAt)
+				if m.CreatedAt.IsZero() {
+					at = created
+				}
+				_, err := tx.ExecContext(ctx, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '', '', ?, ?)`,
+					c.ID, j+1, m.Role, m.Content, m.Reasoning, nullText(m.ToolCalls), m.ToolCallID, m.Status, m.Error, m.Model,
+					m.Duration.Milliseconds(), at, at)
+				if isCheck(err) {
+					return errs.Wrap(errs.Invalid, err, "chat %d, message %d: tool calls must be a JSON list", i+1, j+1)
+				}
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: import chats: %w", err)
+	}
+	return nil
+}
+
+// OwnerSessions returns every chat of owner, oldest first, for an export.
+func (db *DB) OwnerSessions(ctx context.Context, owner int64) ([]Session, error) {
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE owner_id = ? ORDER BY created_at, id`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("store: owner sessions: %w", err)
+	}
+	ss, err := scanAll(rows, scanSession)
+	if err != nil {
+		return nil, fmt.Errorf("store: owner sessions: %w", err)
+	}
+	return ss, nil
+}
+
+// AllMessages returns a session's whole transcript in order, for an export.
+func (db *DB) AllMessages(ctx context.Context, sessionID string) ([]Message, error) {
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages WHERE session_id = ? ORDER BY seq`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("store: all messages: %w", err)
+	}
+	ms, err := scanAll(rows, scanMessage)
+	if err != nil {
+		return nil, fmt.Errorf("store: all messages: %w", err)
+	}
+	return ms, nil
+}

@@ -1,0 +1,152 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"atrium/internal/llm/llmtest"
+)
+
+// postFile sends a multipart import with this browser's CSRF token.
+func (b *browser) postFile(path, field, content string) response {
+	b.env.t.Helper()
+	var body bytes.Buffer
+	w := multipart.NewWriter(&body)
+	w.WriteField("_csrf", b.token())
+	f, _ := w.CreateFormFile(field, "chats.json")
+	f.Write([]byte(content))
+	w.Close()
+	req, _ := http.NewRequest(http.MethodPost, b.env.ts.URL+path, &body)
+	req.Header.Set("Content-Type", w.FormDataContentType())
+	return b.do(req)
+}
+
+// A chat with a tool call exports as JSON and Markdown; the JSON of all chats imports
+// into another account as equal chats (roles, tool calls and results, errors, times),
+// and a second export of them is the same document.
+func TestChatsExportImportRoundTrip(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	admin.addProvider("Fake", env.llm.URL(), "fake-model", "")
+	env.llm.Enqueue(
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: `{"expression":"6*7"}`}}},
+		llmtest.Reply{Text: []string{"It is **42**. ```"}},
+	)
+	id := admin.newSession()
+	ws := admin.dial(id)
+	ws.send("what is 6*7? <b>bold</b>")
+	ws.until("It is")
+	ws.until(`data-state="idle"`)
+	if r := admin.post("/s/"+id+"/instructions", url.Values{"system_prompt": {"Be exact."}}); r.StatusCode != http.StatusOK {
+		t.Fatalf("instructions: %d", r.StatusCode)
+	}
+
+	md := admin.get("/s/" + id + "/export?format=md")
+	wantStatus(t, md, http.StatusOK)
+	for _, want := range []string{"## You · ", "what is 6*7? <b>bold</b>", "Tool call `calculator`", `{"expression":"6*7"}`, "Tool result:", "It is **42**."} {
+		if !strings.Contains(md.body, want) {
+			t.Errorf("markdown export lacks %q:\n%s", want, md.body)
+		}
+	}
+	if cd := md.Header.Get("Content-Disposition"); !strings.Contains(cd, "attachment") {
+		t.Errorf("markdown export is not a download: %q", cd)
+	}
+
+	all := admin.get("/sessions/export")
+	wantStatus(t, all, http.StatusOK)
+	var doc struct {
+		Chats []struct {
+			SystemPrompt string `json:"system_prompt"`
+			Messages     []struct {
+				Role, Content, ToolCallID string
+				ToolCalls                 []struct{ ID, Name, Arguments string } `json:"tool_calls"`
+			} `json:"messages"`
+		} `json:"chats"`
+	}
+	if err := json.Unmarshal([]byte(all.body), &doc); err != nil || len(doc.Chats) != 1 {
+		t.Fatalf("export %v: %.500s", err, all.body)
+	}
+	roles := []string{}
+	for _, m := range doc.Chats[0].Messages {
+		roles = append(roles, m.Role)
+	}
+	if got := strings.Join(roles, " "); got != "user assistant tool assistant" || doc.Chats[0].SystemPrompt != "Be exact." {
+		t.Fatalf("exported roles %q, instructions %q", got, doc.Chats[0].SystemPrompt)
+	}
+
+	bob := env.user(admin, "bob")
+	wantStatus(t, bob.postFile("/sessions/import", "file", all.body), http.StatusSeeOther)
+	again := bob.get("/sessions/export")
+	if a, b := stripTimes(all.body), stripTimes(again.body); a != b {
+		t.Errorf("re-export differs from the import:\n%s\n---\n%s", a, b)
+	}
+	u, _ := env.db.UserByUsername(context.Background(), "bob")
+	ss, _ := env.db.OwnerSessions(context.Background(), u.ID)
+	if len(ss) != 1 {
+		t.Fatalf("bob has %d chats after the import", len(ss))
+	}
+	if page := bob.get("/s/" + ss[0].ID); !strings.Contains(page.body, "what is 6*7? &lt;b&gt;bold&lt;/b&gt;") || !strings.Contains(page.body, "calculator") {
+		t.Error("the imported chat does not show its messages and tool card")
+	}
+	// Only its owner exports a chat.
+	if r := bob.get("/s/" + id + "/export"); r.StatusCode != http.StatusNotFound {
+		t.Errorf("bob exported the admin's chat: %d", r.StatusCode)
+	}
+}
+
+// stripTimes drops the created_at fields, which an import keeps but a new clock may
+// format the same anyway; what matters is everything else.
+func stripTimes(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.Contains(l, `"created_at"`) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// A bad import names the place and stores nothing, not even its good chats.
+func TestChatsImportRefusesBadFiles(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	good := `{"title":"ok","messages":[{"role":"user","content":"hi"}]}`
+	for _, tc := range []struct{ name, body, want string }{
+		{"empty", "", "empty"},
+		{"not JSON", `{"format": "atrium.chats", "version": 1, "chats": [` + "\n" + `{"title": }]}`, "line 2"},
+		{"wrong format", `{"format":"other","version":1,"chats":[` + good + `]}`, "not an Atrium chats export"},
+		{"newer version", `{"format":"atrium.chats","version":2,"chats":[` + good + `]}`, "version 2"},
+		{"bad role", `{"format":"atrium.chats","version":1,"chats":[` + good + `,{"messages":[{"role":"system","content":"x"}]}]}`, "chat 2, message 1"},
+		{"orphan tool result", `{"format":"atrium.chats","version":1,"chats":[{"messages":[{"role":"tool","tool_call_id":"c9","content":"x"}]}]}`, "tool result must follow"},
+		{"bad arguments", `{"format":"atrium.chats","version":1,"chats":[{"messages":[{"role":"assistant","tool_calls":[{"id":"a","name":"n","arguments":"{oops"}]}]}]}`, "tool call 1"},
+		{"bad time", `{"format":"atrium.chats","version":1,"chats":[{"created_at":"yesterday","messages":[]}]}`, "RFC 3339"},
+		{"bad task", `{"format":"atrium.chats","version":1,"chats":[{"task":[1,2],"messages":[]}]}`, "task"},
+		{"wrong type", `{"format":"atrium.chats","version":1,"chats":[{"messages":"many"}]}`, "line 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := admin.postFile("/sessions/import", "file", tc.body)
+			if r.StatusCode < 400 || !strings.Contains(r.body, tc.want) || !strings.Contains(r.body, "Nothing was imported.") {
+				t.Errorf("status %d, want an error naming %q: %.600s", r.StatusCode, tc.want, between(r.body, `data-testid="form-error">`, "</p>"))
+			}
+		})
+	}
+	u, _ := env.db.UserByUsername(context.Background(), "admin")
+	if ss, _ := env.db.OwnerSessions(context.Background(), u.ID); len(ss) != 0 {
+		t.Errorf("%d chats stored by refused imports", len(ss))
+	}
+}
+
+func between(s, from, to string) string {
+	_, after, ok := strings.Cut(s, from)
+	if !ok {
+		return s
+	}
+	in, _, _ := strings.Cut(after, to)
+	return in
+}
