@@ -203,6 +203,9 @@ func jsonText(raw json.RawMessage) string {
 func SetModel(body []byte, model string) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	bad := errs.E(errs.Invalid, "The recorded request body has no model field to change.")
+	if !json.Valid(body) { // the scan below stops at the model: the rest must be whole too
+		return nil, bad
+	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, bad
 	}
