@@ -395,3 +395,71 @@ func TestReplayPageEscapes(t *testing.T) {
 		t.Errorf("the diff does not show the recorded reply removed:\n%s", res.body)
 	}
 }
+
+// An Anthropic step is replayed byte for byte to Anthropic, and an OpenAI-format step
+// to an Anthropic model is rebuilt in the Messages format (the page says so), with
+// the recorded conversation.
+func TestReplayAcrossFormats(t *testing.T) {
+	r := newReplayEnv(t) // turn 1 on the OpenAI-compatible "Fake"
+	res := r.admin.post("/settings/providers", url.Values{"name": {"Claude"}, "kind": {"anthropic"}, "base_url": {r.env.llm.URL()},
+		"models": {"claude-model"}, "api_key": {"sk-ant-replay-test-key-0123456789"}})
+	wantStatus(t, res, http.StatusSeeOther)
+	claude := r.choice(t, "Claude", "claude-model")
+
+	r.env.llm.Enqueue(llmtest.Reply{Text: []string{"converted"}})
+	_, page := r.replay(t, r.admin, r.modelStep(t, 1), claude, trace.ResultRecorded)
+	got := r.env.llm.LastRequest()
+	if got.Path != "/v1/messages" || got.Chat.Model != "claude-model" || got.Chat.LastUser() != "What is six times seven?" {
+		t.Errorf("converted request: %s model %q last user %q", got.Path, got.Chat.Model, got.Chat.LastUser())
+	}
+	if !strings.Contains(page.body, "rebuilt from the recorded messages") {
+		t.Errorf("the page does not say the request was rebuilt:\n%s", page.body)
+	}
+
+	wantStatus(t, r.admin.post("/s/"+r.sid+"/model", url.Values{"model": {claude}}), http.StatusNoContent)
+	r.env.llm.Enqueue(llmtest.Reply{Text: llmtest.Words("Hello from Claude.")})
+	r.turn(t, "Say hello")
+	original := r.env.llm.LastRequest()
+	if original.Path != "/v1/messages" {
+		t.Fatalf("the turn went to %s", original.Path)
+	}
+	r.env.llm.Enqueue(llmtest.Reply{Text: []string{"again"}})
+	_, page = r.replay(t, r.admin, r.modelStep(t, 1), claude, trace.ResultRecorded)
+	replayed := r.env.llm.LastRequest()
+	if !bytes.Equal(replayed.Body, original.Body) {
+		t.Errorf("Anthropic replay body differs:\n got %s\nwant %s", replayed.Body, original.Body)
+	}
+	if replayed.Header.Get("Authorization") != "Bearer sk-ant-replay-test-key-0123456789" {
+		t.Errorf("the replay did not carry the provider's key: %v (turn: %v)", replayed.Header, original.Header)
+	}
+	if !strings.Contains(page.body, "byte for byte") {
+		t.Errorf("the page does not say byte for byte:\n%s", page.body)
+	}
+}
+
+// A body that held a secret is stored with [REDACTED] in its place: the page says so
+// and the replay sends the stored body, never the secret.
+func TestReplayRedactedBody(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	const key = "sk-live-provider-secret-0123456789"
+	admin.addProvider("Fake", env.llm.URL(), "fake-model", key)
+	r := &replayEnv{env: env, admin: admin, sid: admin.newSession()}
+	env.llm.Enqueue(llmtest.Reply{Text: []string{"noted"}})
+	r.turn(t, "my key is "+key+" keep it")
+	original := env.llm.LastRequest().Body
+	seq := r.modelStep(t, 1)
+	page := admin.get(r.path(seq, "/replay"))
+	if !strings.Contains(page.body, `data-testid="replay-redacted"`) {
+		t.Errorf("the page does not say the body was redacted:\n%s", page.body)
+	}
+	env.llm.Enqueue(llmtest.Reply{Text: []string{"again"}})
+	r.replay(t, admin, seq, r.choice(t, "Fake", "fake-model"), trace.ResultRecorded)
+	sent := env.llm.LastRequest().Body
+	if bytes.Contains(sent, []byte(key)) {
+		t.Fatal("the replay sent the secret, which the trace must not hold")
+	}
+	if want := bytes.ReplaceAll(original, []byte(key), []byte(trace.Redacted)); !bytes.Equal(sent, want) {
+		t.Errorf("replayed body:\n got %s\nwant %s", sent, want)
+	}
+}
