@@ -463,3 +463,20 @@ func TestReplayRedactedBody(t *testing.T) {
 		t.Errorf("replayed body:\n got %s\nwant %s", sent, want)
 	}
 }
+
+// A replay is the chat's newest run but not one of its turns: the context meter keeps
+// showing the last turn's context.
+func TestReplayLeavesContextMeter(t *testing.T) {
+	r := newReplayEnv(t)
+	ctx := context.Background()
+	before, err := r.env.app.Recorder.LatestSpanData(ctx, r.owner, r.sid, trace.KindContext)
+	if err != nil || before == nil {
+		t.Fatalf("no context span before the replay: %v", err)
+	}
+	r.env.llm.Enqueue(llmtest.Reply{Text: []string{"again"}})
+	r.replay(t, r.admin, r.modelStep(t, 1), r.choice(t, "Fake", "fake-model"), trace.ResultRecorded)
+	after, err := r.env.app.Recorder.LatestSpanData(ctx, r.owner, r.sid, trace.KindContext)
+	if err != nil || !bytes.Equal(after, before) {
+		t.Errorf("after the replay the context meter reads %s, %v; want the turn's %s", after, err, before)
+	}
+}

@@ -314,12 +314,14 @@ type SpanRef struct {
 }
 
 // latestSpanQuery finds the session's newest run through runs_session_recent,
-// so its cost does not grow with the owner's other chats (migration 0015).
+// so its cost does not grow with the owner's other chats (migration 0015). Replays
+// (0027) are not turns of the chat: they are skipped, the walk goes on to the turn.
 const latestSpanQuery = `SELECT s.id, s.run_id, s.seq, s.data FROM spans s
-	WHERE s.run_id = (SELECT id FROM runs WHERE owner_id = ? AND session_id = ? ORDER BY started_at DESC LIMIT 1)
+	WHERE s.run_id = (SELECT id FROM runs WHERE owner_id = ? AND session_id = ? AND replay_span = 0
+		ORDER BY started_at DESC LIMIT 1)
 	AND s.kind = ? ORDER BY s.seq DESC LIMIT 1`
 
-// LatestSpanData returns the newest span of kind in ownerID's newest run of
+// LatestSpanData returns the newest span of kind in ownerID's newest turn's run of
 // sessionID (Data nil when there is none). One indexed query; it never loads a
 // run's other spans.
 func (db *DB) LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (SpanRef, error) {
