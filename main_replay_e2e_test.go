@@ -124,6 +124,7 @@ func TestEndToEndReplayAndFork(t *testing.T) {
 	if len(chats) != 2 || chats[1].Chat.Messages[len(chats[1].Chat.Messages)-1].Role != "tool" {
 		t.Errorf("the second model got %d chat requests, want the step and its follow-up with the recorded result", len(chats))
 	}
+	run("scroll to the result", chromedp.ScrollIntoView(chromedp.CSS(`[data-testid=replay-result]`)))
 	screenshot(t, ctx, "replay")
 
 	var forkURL string
