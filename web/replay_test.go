@@ -480,3 +480,34 @@ func TestReplayLeavesContextMeter(t *testing.T) {
 		t.Errorf("after the replay the context meter reads %s, %v; want the turn's %s", after, err, before)
 	}
 }
+
+// A model that fails during the replay ends the replay run with its error, shown on
+// the page; hostile form values are refused before anything is sent.
+func TestReplayFailuresShown(t *testing.T) {
+	r := newReplayEnv(t)
+	seq := r.modelStep(t, 1)
+	same := r.choice(t, "Fake", "fake-model")
+	for _, form := range []url.Values{
+		{"target": {"garbage"}, "tools": {trace.ResultRecorded}},
+		{"target": {"0:fake-model"}, "tools": {trace.ResultRecorded}},
+		{"target": {"999:fake-model"}, "tools": {trace.ResultRecorded}},
+		{"target": {same}, "tools": {"both"}},
+		{"target": {same}},
+	} {
+		if res := r.admin.post(r.path(seq, "/replay"), form); res.StatusCode != http.StatusBadRequest {
+			t.Errorf("form %v: status %d, want 400", form, res.StatusCode)
+		}
+	}
+	if n := len(r.env.llm.Requests()); n != r.sentAt {
+		t.Fatalf("refused forms reached the model %d times", n-r.sentAt)
+	}
+	r.env.llm.Enqueue(llmtest.Reply{Status: http.StatusInternalServerError})
+	id, page := r.replay(t, r.admin, seq, same, trace.ResultRecorded)
+	ri, err := r.env.db.RunForOwner(context.Background(), r.owner, id)
+	if err != nil || ri.Status != trace.StatusError || ri.Error == "" {
+		t.Fatalf("failed replay run %+v, %v", ri, err)
+	}
+	if !strings.Contains(page.body, `data-testid="replay-status">error<`) || !strings.Contains(page.body, `data-testid="replay-error"`) {
+		t.Errorf("the page does not show the failure:\n%s", page.body)
+	}
+}
