@@ -7,6 +7,7 @@ import (
 
 	"atrium/internal/errs"
 	"atrium/internal/store"
+	"atrium/internal/store/storetest"
 )
 
 // ForkSession copies the messages up to a seq, and the summary only when it covers
@@ -80,5 +81,12 @@ func TestReplayRunOfAnotherOwnerRefused(t *testing.T) {
 	mustNil(t, err)
 	if ri.ReplayOf != "turn" || ri.ReplaySpan != 1 {
 		t.Errorf("replay run %+v", ri)
+	}
+	// Pruning the source keeps the replay, without its link.
+	storetest.Exec(t, db, `DELETE FROM runs WHERE id = 'turn'`)
+	ri, err = db.RunForOwner(ctx, ann.ID, "r-ann")
+	mustNil(t, err)
+	if ri.ReplayOf != "" || ri.ReplaySpan != 1 {
+		t.Errorf("replay run after its source went: %+v", ri)
 	}
 }
