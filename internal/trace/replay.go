@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"atrium/internal/errs"
@@ -292,6 +293,7 @@ func (r *Recorder) Replay(ctx context.Context, ownerID int64, src Source, o Repl
 	}
 	req := src.Request.Request
 	req.Model = t.Model
+	req.Messages = slices.Clone(req.Messages) // the steps append to it; src stays as recorded
 	var (
 		inTok, outTok, steps, calls int
 		runErr                      error
