@@ -47,6 +47,18 @@ func (h *HTTPRequest) RawBody() ([]byte, error) {
 
 type captureKey struct{}
 
+type rawBodyKey struct{}
+
+// WithRawBody returns a context under which CaptureTransport sends body in place of
+// the request body the provider built. A replay uses it to send a recorded request
+// again byte for byte while the provider still sets the endpoint, the credentials
+// from its configuration and the headers, and parses the streamed reply as usual.
+// A provider whose client lacks CaptureTransport ignores it: compare what the
+// capture reports with body to know.
+func WithRawBody(ctx context.Context, body []byte) context.Context {
+	return context.WithValue(ctx, rawBodyKey{}, body)
+}
+
 // WithCapture returns a context under which CaptureTransport reports every
 // request it sends to fn (from the goroutine that sends it).
 func WithCapture(ctx context.Context, fn func(*HTTPRequest)) context.Context {
@@ -67,6 +79,13 @@ func CaptureTransport(next http.RoundTripper) http.RoundTripper {
 type captureTransport struct{ next http.RoundTripper }
 
 func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if raw, ok := req.Context().Value(rawBodyKey{}).([]byte); ok && req.Body != nil && req.Body != http.NoBody {
+		req.Body.Close()
+		req = req.Clone(req.Context())
+		req.ContentLength = int64(len(raw))
+		req.Body = io.NopCloser(bytes.NewReader(raw))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
+	}
 	fn, _ := req.Context().Value(captureKey{}).(func(*HTTPRequest))
 	if fn == nil {
 		return t.next.RoundTrip(req)

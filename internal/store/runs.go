@@ -21,6 +21,10 @@ type RunStart struct {
 	OwnerID   int64
 	Model     string
 	StartedAt time.Time
+	// ReplayOf and ReplaySpan mark a replay: the run (the owner's too) and the seq of
+	// its model_request span that this run sends again. "" and 0 for a turn.
+	ReplayOf   string
+	ReplaySpan int
 }
 
 // RunEnd finishes run ID.
@@ -58,6 +62,8 @@ type RunInfo struct {
 	OwnerID                             int64
 	StartedAt, EndedAt                  time.Time
 	InputTokens, OutputTokens, Steps    int
+	ReplayOf                            string // the replayed run, "" for a turn (or when it was pruned)
+	ReplaySpan                          int    // the replayed span's seq in ReplayOf
 }
 
 // SpanInfo is a stored span. ParentID is 0 for a top-level span; EndedAt is the
@@ -82,11 +88,12 @@ type execer interface {
 // insertRun inserts r's row unless it exists, only when the session (if any)
 // belongs to the owner. It returns the number of rows inserted.
 func insertRun(ctx context.Context, ex execer, r RunStart) (int64, error) {
-	res, err := ex.ExecContext(ctx, `INSERT INTO runs (id, session_id, owner_id, model, status, started_at)
-		SELECT ?1, NULLIF(?2, ''), ?3, ?4, 'running', ?5
-		WHERE ?2 = '' OR EXISTS (SELECT 1 FROM sessions WHERE id = ?2 AND owner_id = ?3)
+	res, err := ex.ExecContext(ctx, `INSERT INTO runs (id, session_id, owner_id, model, status, started_at, replay_of, replay_span)
+		SELECT ?1, NULLIF(?2, ''), ?3, ?4, 'running', ?5, NULLIF(?6, ''), ?7
+		WHERE (?2 = '' OR EXISTS (SELECT 1 FROM sessions WHERE id = ?2 AND owner_id = ?3))
+			AND (?6 = '' OR EXISTS (SELECT 1 FROM runs WHERE id = ?6 AND owner_id = ?3))
 		ON CONFLICT (id) DO NOTHING`,
-		r.ID, r.SessionID, r.OwnerID, r.Model, ms(r.StartedAt))
+		r.ID, r.SessionID, r.OwnerID, r.Model, ms(r.StartedAt), r.ReplayOf, r.ReplaySpan)
 	if err != nil {
 		return 0, err
 	}
@@ -113,7 +120,7 @@ func (db *DB) CreateRun(ctx context.Context, r RunStart) error {
 	case err == nil:
 		return fmt.Errorf("store: create run: %w", errs.E(errs.Conflict, "run %s already exists", r.ID))
 	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("store: create run: %w", errs.E(errs.NotFound, "session not found"))
+		return fmt.Errorf("store: create run: %w", errs.E(errs.NotFound, "session or replayed run not found"))
 	default:
 		return fmt.Errorf("store: create run: %w", err)
 	}
@@ -212,14 +219,15 @@ func (db *DB) StopRunningRuns(ctx context.Context, errText string, ended time.Ti
 	return n, nil
 }
 
-const runCols = `id, COALESCE(session_id, ''), owner_id, model, status, error, started_at, ended_at, input_tokens, output_tokens, steps`
+const runCols = `id, COALESCE(session_id, ''), owner_id, model, status, error, started_at, ended_at, input_tokens, output_tokens, steps,
+	COALESCE(replay_of, ''), replay_span`
 
 func scanRun(row scanner) (RunInfo, error) {
 	var ri RunInfo
 	var started int64
 	var ended sql.NullInt64
 	err := row.Scan(&ri.ID, &ri.SessionID, &ri.OwnerID, &ri.Model, &ri.Status, &ri.Error, &started, &ended,
-		&ri.InputTokens, &ri.OutputTokens, &ri.Steps)
+		&ri.InputTokens, &ri.OutputTokens, &ri.Steps, &ri.ReplayOf, &ri.ReplaySpan)
 	ri.StartedAt, ri.EndedAt = fromMS(started), fromNullMS(ended)
 	return ri, err
 }
@@ -306,12 +314,14 @@ type SpanRef struct {
 }
 
 // latestSpanQuery finds the session's newest run through runs_session_recent,
-// so its cost does not grow with the owner's other chats (migration 0015).
+// so its cost does not grow with the owner's other chats (migration 0015). Replays
+// (0027) are not turns of the chat: they are skipped, the walk goes on to the turn.
 const latestSpanQuery = `SELECT s.id, s.run_id, s.seq, s.data FROM spans s
-	WHERE s.run_id = (SELECT id FROM runs WHERE owner_id = ? AND session_id = ? ORDER BY started_at DESC LIMIT 1)
+	WHERE s.run_id = (SELECT id FROM runs WHERE owner_id = ? AND session_id = ? AND replay_span = 0
+		ORDER BY started_at DESC LIMIT 1)
 	AND s.kind = ? ORDER BY s.seq DESC LIMIT 1`
 
-// LatestSpanData returns the newest span of kind in ownerID's newest run of
+// LatestSpanData returns the newest span of kind in ownerID's newest turn's run of
 // sessionID (Data nil when there is none). One indexed query; it never loads a
 // run's other spans.
 func (db *DB) LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (SpanRef, error) {
