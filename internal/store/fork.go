@@ -42,15 +42,16 @@ func (db *DB) ForkSession(ctx context.Context, owner int64, srcID string, upTo i
 		return fmt.Errorf("store: fork session: %w", errs.E(errs.Invalid, "the fork needs a new session id"))
 	}
 	dst.OwnerID, dst.Temporary, dst.State = owner, src.Temporary, []byte("{}")
+	dst.SystemPrompt, dst.TitleSource = src.SystemPrompt, TitleByUser // the fork answers as the source did
 	dst.Summary, dst.SummarySeq = "", 0
 	if src.SummarySeq > 0 && src.SummarySeq <= upTo {
 		dst.Summary, dst.SummarySeq = src.Summary, src.SummarySeq
 	}
 	now := ms(db.now())
 	err = db.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, owner_id, title, model, state, summary, summary_seq, temporary, created_at, updated_at)
-			VALUES (?, ?, ?, ?, '{}', ?, ?, ?, ?, ?)`,
-			dst.ID, owner, dst.Title, dst.Model, dst.Summary, dst.SummarySeq, dst.Temporary, now, now); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, owner_id, title, model, state, summary, summary_seq, temporary, system_prompt, created_at, updated_at)
+			VALUES (?, ?, ?, ?, '{}', ?, ?, ?, ?, ?, ?)`,
+			dst.ID, owner, dst.Title, dst.Model, dst.Summary, dst.SummarySeq, dst.Temporary, dst.SystemPrompt, now, now); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id,
