@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"atrium/internal/errs"
@@ -367,4 +368,36 @@ func (db *DB) SealSpans(ctx context.Context, spans []SpanRef) error {
 		return fmt.Errorf("store: seal spans: %w", err)
 	}
 	return nil
+}
+
+// ExistingRuns returns which of ids are ownerID's runs that are still stored (retention
+// prunes old ones), so a chat links only replies whose run can be opened. One query by
+// primary key; ids beyond the first 500 are ignored (a page holds far fewer).
+func (db *DB) ExistingRuns(ctx context.Context, ownerID int64, ids []string) (map[string]bool, error) {
+	ids = ids[:min(len(ids), 500)]
+	found := make(map[string]bool, len(ids))
+	if len(ids) == 0 {
+		return found, nil
+	}
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, ownerID)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := db.pool.QueryContext(ctx, `SELECT id FROM runs WHERE owner_id = ? AND id IN (?`+
+		strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: existing runs: %w", err)
+	}
+	list, err := scanAll(rows, func(row scanner) (string, error) {
+		var id string
+		return id, row.Scan(&id)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: existing runs: %w", err)
+	}
+	for _, id := range list {
+		found[id] = true
+	}
+	return found, nil
 }
