@@ -38,6 +38,7 @@ func (s *Server) routes() *echo.Echo {
 	u.GET("/s/:id", s.showChat)
 	u.GET("/s/:id/messages", s.olderMessages)
 	u.GET("/s/:id/runs/:rid", s.showRun)
+	u.GET("/s/:id/runs/:rid/spans/:seq", s.showRunSpan)
 	u.POST("/s/:id/rename", s.renameSession)
 	u.POST("/s/:id/delete", s.deleteSession)
 	u.POST("/s/:id/model", s.setSessionModel)

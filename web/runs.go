@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -38,7 +39,9 @@ func (s *Server) renderRun(c echo.Context, ownerID int64, sessionID, runID strin
 	if s.Recorder == nil {
 		return echo.ErrNotFound
 	}
-	ri, spans, err := s.Recorder.Run(c.Request().Context(), ownerID, runID)
+	// The outline only: a span's data is opened when its row is expanded (showRunSpan),
+	// so the page costs the same whatever the run's requests weigh.
+	ri, spans, err := s.Recorder.RunOutline(c.Request().Context(), ownerID, runID)
 	if errs.Is(err, errs.NotFound) || (err == nil && sessionID != "" && ri.SessionID != sessionID) {
 		return echo.ErrNotFound
 	}
@@ -46,10 +49,43 @@ func (s *Server) renderRun(c echo.Context, ownerID int64, sessionID, runID strin
 		return err
 	}
 	v := runView(ri, spans, s.Now())
+	v.SpansURL = strings.TrimSuffix(c.Request().URL.Path, "/") + "/spans/"
 	if ri.SessionID != "" {
 		v.ChatURL = "/s/" + ri.SessionID
 	}
 	return render(c, http.StatusOK, views.RunPage(s.page(c, "Run "+shortID(ri.ID)), v))
+}
+
+// showRunSpan serves the expanded data of span :seq of run :rid of chat :id (a
+// fragment for the timeline), under the same access as showRun.
+func (s *Server) showRunSpan(c echo.Context) error {
+	ss, err := s.ownedSession(c)
+	if err != nil {
+		return err
+	}
+	seq, err := strconv.Atoi(c.Param("seq"))
+	if err != nil || seq <= 0 {
+		return echo.ErrNotFound
+	}
+	return s.renderRunSpan(c, ss.OwnerID, ss.ID, c.Param("rid"), seq)
+}
+
+// renderRunSpan renders the data of span seq of ownerID's run runID; access is the
+// caller's check, as for renderRun.
+func (s *Server) renderRunSpan(c echo.Context, ownerID int64, sessionID, runID string, seq int) error {
+	if s.Recorder == nil {
+		return echo.ErrNotFound
+	}
+	ri, sp, err := s.Recorder.RunSpan(c.Request().Context(), ownerID, runID, seq)
+	if errs.Is(err, errs.NotFound) || (err == nil && sessionID != "" && ri.SessionID != sessionID) {
+		return echo.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	sv := views.SpanView{Seq: sp.Seq, Kind: sp.Kind, Name: sp.Name, Status: sp.Status, Error: sp.Error}
+	spanDetails(&sv, sp.Data)
+	return render(c, http.StatusOK, views.SpanBody(sv))
 }
 
 func shortID(id string) string { return id[:min(len(id), 8)] }
@@ -92,7 +128,7 @@ const (
 	foldChars = 2000
 )
 
-// runView maps a stored run and its opened spans to the timeline. now ends the bar of
+// runView maps a stored run and its spans' outline to the timeline. now ends the bar of
 // a run or span still open.
 func runView(ri store.RunInfo, spans []store.SpanInfo, now time.Time) views.RunView {
 	end := ri.EndedAt
@@ -127,7 +163,6 @@ func runView(ri store.RunInfo, spans []store.SpanInfo, now time.Time) views.RunV
 			Offset: fmtDuration(offset), Duration: fmtDuration(dur), TokensIn: sp.TokensIn, TokensOut: sp.TokensOut,
 			BarX: barUnits(offset, total), BarW: max(barUnits(dur, total), 4), Open: sp.EndedAt.IsZero()}
 		sv.BarX = min(sv.BarX, views.BarScale-sv.BarW)
-		spanDetails(&sv, sp.Data)
 		v.Spans = append(v.Spans, sv)
 	}
 	return v
@@ -167,8 +202,13 @@ func spanDetails(sv *views.SpanView, data json.RawMessage) {
 			add(label, prettyJSON(string(raw)))
 		}
 	}
-	var fields map[string]json.RawMessage
-	_ = json.Unmarshal(data, &fields) // not an object: only the JSON part below
+	// fields decodes the top level only for the kinds that need it: a model request's
+	// data is most of a run's bytes, and decoding it twice doubled the page's cost.
+	fields := func() map[string]json.RawMessage {
+		var f map[string]json.RawMessage
+		_ = json.Unmarshal(data, &f) // not an object: nil
+		return f
+	}
 	switch sv.Kind {
 	case trace.KindContext:
 		var ctx struct {
@@ -186,8 +226,9 @@ func spanDetails(sv *views.SpanView, data json.RawMessage) {
 				sv.Cuts = append(sv.Cuts, views.CutRow{Seq: c.Seq, Reason: c.Reason})
 			}
 			sv.Included = seqList(ctx.Included)
-			addJSON("Turns not yet in the summary (seqs)", fields["unsummarised"])
-			addJSON("Tool calls filled in as interrupted", fields["interrupted"])
+			f := fields()
+			addJSON("Turns not yet in the summary (seqs)", f["unsummarised"])
+			addJSON("Tool calls filled in as interrupted", f["interrupted"])
 			return
 		}
 	case trace.KindToolSelection:
@@ -209,19 +250,26 @@ func spanDetails(sv *views.SpanView, data json.RawMessage) {
 			return
 		}
 	case trace.KindModelRequest:
-		var mr trace.ModelRequest
+		// Not trace.ModelRequest: its request as built (skipped here) repeats the body.
+		var mr struct {
+			HTTP     *llm.HTTPRequest `json:"http"`
+			Purpose  string           `json:"purpose"`
+			Response *llm.Response    `json:"response"`
+		}
 		if json.Unmarshal(data, &mr) == nil {
 			if mr.Purpose != "" {
 				add("Purpose", mr.Purpose)
 			}
 			if h := mr.HTTP; h != nil {
 				add("HTTP request", h.Method+" "+h.URL+"\n"+headerText(h.Headers))
+				// The body alone: it is what the model got (pretty-printing only adds
+				// whitespace), and the request as built repeats it.
 				if body, err := h.RawBody(); err == nil {
 					add("Body as sent (pretty-printed)", prettyJSON(string(body)))
-					add("Body as sent (exact bytes)", string(body))
 				}
+			} else {
+				addJSON("Request as built", fields()["request"])
 			}
-			addJSON("Request as built", fields["request"])
 			if mr.Response != nil {
 				responseParts(add, addJSON, *mr.Response)
 			}
@@ -234,11 +282,11 @@ func spanDetails(sv *views.SpanView, data json.RawMessage) {
 			return
 		}
 	case trace.KindToolCall:
-		if fields != nil {
-			addJSON("Arguments", fields["arguments"])
-			addJSON("Result", fields["result"])
+		if f := fields(); f != nil {
+			addJSON("Arguments", f["arguments"])
+			addJSON("Result", f["result"])
 			var code string
-			if json.Unmarshal(fields["code"], &code) == nil && code != "" {
+			if json.Unmarshal(f["code"], &code) == nil && code != "" {
 				add("Error code", code)
 			}
 			return
@@ -247,10 +295,10 @@ func spanDetails(sv *views.SpanView, data json.RawMessage) {
 		var sum struct {
 			Summary string `json:"summary"`
 		}
-		if json.Unmarshal(data, &sum) == nil && fields != nil {
+		if f := fields(); json.Unmarshal(data, &sum) == nil && f != nil {
 			add("New summary", sum.Summary)
-			delete(fields, "summary")
-			rest, _ := json.Marshal(fields)
+			delete(f, "summary")
+			rest, _ := json.Marshal(f)
 			addJSON("Fold", rest)
 			return
 		}

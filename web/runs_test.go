@@ -29,6 +29,27 @@ func runLinks(t *testing.T, body string) []string {
 	return ids
 }
 
+var spanSeqRE = regexp.MustCompile(`data-testid="span" data-kind="[a-z_]+" data-seq="(\d+)"`)
+
+// openRun gets a run's page and every span's expanded data (what expanding each row
+// loads), concatenated.
+func openRun(t *testing.T, b *browser, sessionID, runID string) response {
+	t.Helper()
+	r := b.get("/s/" + sessionID + "/runs/" + runID)
+	if r.StatusCode != http.StatusOK {
+		return r
+	}
+	for _, m := range spanSeqRE.FindAllStringSubmatch(r.body, -1) {
+		if !strings.Contains(r.body, `hx-get="/s/`+sessionID+`/runs/`+runID+`/spans/`+m[1]+`"`) {
+			t.Errorf("span %s does not load its data", m[1])
+		}
+		d := b.get("/s/" + sessionID + "/runs/" + runID + "/spans/" + m[1])
+		wantStatus(t, d, http.StatusOK)
+		r.body += d.body
+	}
+	return r
+}
+
 // toolTurn sends a message that makes the fake model reason, call the calculator
 // twice (once with hostile, invalid arguments: a tool error) and answer; it returns the
 // run's id, read from the link the live reply gets once its run ended.
@@ -72,7 +93,7 @@ func TestRunViewerShowsTheRecordedRun(t *testing.T) {
 		t.Fatalf("older page links %v, want %s", got, runID)
 	}
 
-	r := admin.get("/s/" + id + "/runs/" + runID)
+	r := openRun(t, admin, id, runID)
 	wantStatus(t, r, http.StatusOK)
 	for _, want := range []string{
 		`data-testid="run-model">fake-model<`, `data-testid="run-status" class="run-status-complete">complete<`,
@@ -128,7 +149,7 @@ func TestRunViewerShowsAFailedRun(t *testing.T) {
 	ws.send("hello")
 	frames := ws.until(`data-testid="run-link"`)
 	runID := runLinks(t, frames[len(frames)-1])[0]
-	r := admin.get("/s/" + id + "/runs/" + runID)
+	r := openRun(t, admin, id, runID)
 	wantStatus(t, r, http.StatusOK)
 	for _, want := range []string{`class="run-status-error">error<`, `data-testid="run-error"`, `data-kind="error"`} {
 		if !strings.Contains(r.body, want) {
@@ -152,12 +173,17 @@ func TestRunViewerIsTheOwnersOnly(t *testing.T) {
 		b    *browser
 		path string
 	}{
-		"another user":                {bob, "/s/" + id + "/runs/" + runID},
-		"another user's own chat":     {bob, "/s/" + bobChat + "/runs/" + runID},
-		"another chat of the owner":   {admin, "/s/" + other + "/runs/" + runID},
-		"a run that does not exist":   {admin, "/s/" + id + "/runs/no-such-run"},
-		"a chat that does not exist":  {admin, "/s/no-such-chat/runs/" + runID},
-		"the owner's run, wrong case": {admin, "/s/" + id + "/runs/" + strings.ToUpper(runID)},
+		"another user":                 {bob, "/s/" + id + "/runs/" + runID},
+		"another user's own chat":      {bob, "/s/" + bobChat + "/runs/" + runID},
+		"another chat of the owner":    {admin, "/s/" + other + "/runs/" + runID},
+		"a run that does not exist":    {admin, "/s/" + id + "/runs/no-such-run"},
+		"a chat that does not exist":   {admin, "/s/no-such-chat/runs/" + runID},
+		"the owner's run, wrong case":  {admin, "/s/" + id + "/runs/" + strings.ToUpper(runID)},
+		"another user, a span":         {bob, "/s/" + id + "/runs/" + runID + "/spans/1"},
+		"another user's chat, a span":  {bob, "/s/" + bobChat + "/runs/" + runID + "/spans/1"},
+		"another chat's span":          {admin, "/s/" + other + "/runs/" + runID + "/spans/1"},
+		"a span that does not exist":   {admin, "/s/" + id + "/runs/" + runID + "/spans/9999"},
+		"a span seq that is no number": {admin, "/s/" + id + "/runs/" + runID + "/spans/1x"},
 	} {
 		r := c.b.get(c.path)
 		if r.StatusCode != http.StatusNotFound || strings.Contains(r.body, "fake-model") || strings.Contains(r.body, "calculator") {
@@ -165,4 +191,5 @@ func TestRunViewerIsTheOwnersOnly(t *testing.T) {
 		}
 	}
 	wantStatus(t, admin.get("/s/"+id+"/runs/"+runID), http.StatusOK)
+	wantStatus(t, admin.get("/s/"+id+"/runs/"+runID+"/spans/1"), http.StatusOK)
 }

@@ -401,3 +401,33 @@ func (db *DB) ExistingRuns(ctx context.Context, ownerID int64, ids []string) (ma
 	}
 	return found, nil
 }
+
+// RunSpanOutline returns the spans of run runID ordered by seq without their data:
+// what a timeline draws, without reading a run's payloads (most of its bytes).
+// Ownership is the caller's check, via RunForOwner.
+func (db *DB) RunSpanOutline(ctx context.Context, runID string) ([]SpanInfo, error) {
+	rows, err := db.pool.QueryContext(ctx, `SELECT id, COALESCE(parent_id, 0), seq, kind, name, status, error,
+		started_at, ended_at, tokens_in, tokens_out, NULL FROM spans WHERE run_id = ? ORDER BY seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("store: run span outline: %w", err)
+	}
+	spans, err := scanAll(rows, scanSpan)
+	if err != nil {
+		return nil, fmt.Errorf("store: run span outline: %w", err)
+	}
+	return spans, nil
+}
+
+// RunSpan returns span seq of run runID, data included; none is errs.NotFound.
+// Ownership is the caller's check, via RunForOwner.
+func (db *DB) RunSpan(ctx context.Context, runID string, seq int) (SpanInfo, error) {
+	s, err := scanSpan(db.pool.QueryRowContext(ctx, `SELECT id, COALESCE(parent_id, 0), seq, kind, name, status, error,
+		started_at, ended_at, tokens_in, tokens_out, data FROM spans WHERE run_id = ? AND seq = ?`, runID, seq))
+	if errors.Is(err, sql.ErrNoRows) {
+		return SpanInfo{}, fmt.Errorf("store: run span: %w", errs.E(errs.NotFound, "span not found"))
+	}
+	if err != nil {
+		return SpanInfo{}, fmt.Errorf("store: run span: %w", err)
+	}
+	return s, nil
+}
