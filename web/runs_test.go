@@ -3,9 +3,13 @@ package web_test
 import (
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"atrium/internal/agent"
+	"atrium/internal/app"
+	"atrium/internal/contextwin"
 	"atrium/internal/llm"
 	"atrium/internal/llm/llmtest"
 )
@@ -192,4 +196,43 @@ func TestRunViewerIsTheOwnersOnly(t *testing.T) {
 	}
 	wantStatus(t, admin.get("/s/"+id+"/runs/"+runID), http.StatusOK)
 	wantStatus(t, admin.get("/s/"+id+"/runs/"+runID+"/spans/1"), http.StatusOK)
+}
+
+// A turn that folds older turns into the rolling summary shows the fold as a summary
+// span with the new summary (escaped) and the turns it folded.
+func TestRunViewerShowsASummaryFold(t *testing.T) {
+	env := newTestEnvWith(t, app.Options{Agent: agent.Config{Budgets: contextwin.Budgets{RecentTurns: 1}}})
+	admin := env.setup()
+	admin.addProvider("Fake", env.llm.URL(), "fake-model", "")
+	id := admin.newSession()
+	const summary = `Summary: the user said hello </pre><script>alert("s")</script>`
+	env.llm.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
+		if strings.HasPrefix(req.LastUser(), "Current summary:") {
+			return llmtest.Reply{Text: []string{summary}}
+		}
+		return llmtest.Reply{Text: []string{"ok"}}
+	})
+	ws := admin.dial(id)
+	var runID string
+	for i := 0; i < 3 && runID == ""; i++ {
+		ws.send("hello " + strconv.Itoa(i))
+		frames := ws.until(`data-testid="run-link"`)
+		last := runLinks(t, frames[len(frames)-1])[0]
+		if strings.Contains(openRun(t, admin, id, last).body, `data-kind="summary"`) {
+			runID = last
+		}
+	}
+	if runID == "" {
+		t.Fatal("no run folded the older turns")
+	}
+	r := openRun(t, admin, id, runID)
+	for _, want := range []string{`data-label="New summary"`, `the user said hello &lt;/pre&gt;&lt;script&gt;`,
+		`data-label="Fold"`, `&#34;from_seq&#34;`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("run page lacks %s", want)
+		}
+	}
+	if strings.Contains(r.body, `<script>alert`) {
+		t.Error("the summary is not escaped")
+	}
 }
