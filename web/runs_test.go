@@ -1,17 +1,20 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"atrium/internal/agent"
 	"atrium/internal/app"
 	"atrium/internal/contextwin"
 	"atrium/internal/llm"
 	"atrium/internal/llm/llmtest"
+	"atrium/internal/store"
 )
 
 // Strings a model or a tool could return, meant to break out of the page's HTML.
@@ -235,4 +238,24 @@ func TestRunViewerShowsASummaryFold(t *testing.T) {
 	if strings.Contains(r.body, `<script>alert`) {
 		t.Error("the summary is not escaped")
 	}
+}
+
+// A reply whose run retention pruned has no link (it would open a 404).
+func TestRunLinkGoesWithPrunedRun(t *testing.T) {
+	env, admin, id := chatEnv(t)
+	env.llm.Enqueue(llmtest.Reply{Text: []string{"hi"}})
+	ws := admin.dial(id)
+	ws.send("hello")
+	frames := ws.until(`data-testid="run-link"`)
+	runID := runLinks(t, frames[len(frames)-1])[0]
+	if got := runLinks(t, admin.get("/s/"+id).body); len(got) != 1 || got[0] != runID {
+		t.Fatalf("before pruning the chat links %v", got)
+	}
+	if n, err := env.db.PruneRuns(context.Background(), store.Retention{Before: time.Now().Add(time.Hour)}); err != nil || n != 1 {
+		t.Fatalf("pruned %d runs: %v", n, err)
+	}
+	if got := runLinks(t, admin.get("/s/"+id).body); len(got) != 0 {
+		t.Errorf("after pruning the chat links %v", got)
+	}
+	wantStatus(t, admin.get("/s/"+id+"/runs/"+runID), http.StatusNotFound)
 }
