@@ -14,7 +14,8 @@ import (
 // TestEndToEndRunViewer: a turn that calls a tool, then "How was this answered?" on
 // the reply opens its run: the waterfall shows the context, the tool call and the
 // model requests, and expanding the first model request shows the body as sent, its
-// long part behind a toggle that opens too. The strict CSP holds (no violations).
+// long part behind a toggle that opens too; the pin button pins it. The strict CSP
+// holds (no violations).
 func TestEndToEndRunViewer(t *testing.T) {
 	ctx, problems := browsertest.New(t, 1200, 900)
 	fake := llmtest.NewServer(t)
@@ -61,5 +62,11 @@ func TestEndToEndRunViewer(t *testing.T) {
 		t.Errorf("the expanded request shows %q … %q", body, rest)
 	}
 	screenshot(t, ctx, "run-viewer")
+	run("pin the run",
+		chromedp.Click(chromedp.CSS(`[data-testid=run-pin][data-pinned=false] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=run-pin][data-pinned=true]`)),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=run-pin][data-pinned=true]`)),
+	)
 	problems.Check(t)
 }

@@ -50,6 +50,13 @@ func (s *Server) renderRun(c echo.Context, ownerID int64, sessionID, runID strin
 	}
 	v := runView(ri, spans, s.Now())
 	v.SpansURL = strings.TrimSuffix(c.Request().URL.Path, "/") + "/spans/"
+	if u, ok := currentUser(c); ok && u.ID == ownerID { // pins are the owner's
+		pinned, err := s.Store.RunPinned(c.Request().Context(), ownerID, runID)
+		if err != nil {
+			return err
+		}
+		v.Pinned = &pinned
+	}
 	if ri.SessionID != "" {
 		v.ChatURL = "/s/" + ri.SessionID
 	}

@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -258,4 +259,21 @@ func TestRunLinkGoesWithPrunedRun(t *testing.T) {
 		t.Errorf("after pruning the chat links %v", got)
 	}
 	wantStatus(t, admin.get("/s/"+id+"/runs/"+runID), http.StatusNotFound)
+}
+
+// The run page's pin button pins the run (retention keeps it) and shows the new state.
+func TestRunPagePinsTheRun(t *testing.T) {
+	env, admin, id := chatEnv(t)
+	runID := toolTurn(t, env, admin, id)
+	if r := admin.get("/s/" + id + "/runs/" + runID); !strings.Contains(r.body, `data-testid="run-pin" data-pinned="false"`) {
+		t.Fatal("no pin button on the run page")
+	}
+	r := admin.postRaw("/runs/"+runID+"/pin", url.Values{"pinned": {"true"}, "_csrf": {admin.token()}}, http.Header{"HX-Request": {"true"}})
+	wantStatus(t, r, http.StatusOK)
+	if !strings.Contains(r.body, `data-pinned="true"`) {
+		t.Errorf("the button after pinning: %s", r.body)
+	}
+	if r := admin.get("/s/" + id + "/runs/" + runID); !strings.Contains(r.body, `data-pinned="true"`) {
+		t.Error("the run page does not show the run pinned")
+	}
 }
