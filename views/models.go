@@ -71,6 +71,10 @@ type Message struct {
 	// Undo); Suggestions what extraction proposes under "ask before saving".
 	Saved       []SavedMemory
 	Suggestions []MemorySuggestion
+	// RunID links the reply to its run ("How was this answered?"); RunPending shows
+	// a placeholder instead, which FrameRunLink fills when the live run has ended.
+	SessionID, RunID string
+	RunPending       bool
 }
 
 // Saved-memory chip states.

@@ -53,6 +53,9 @@ func (s *Server) chatView(ctx context.Context, ss store.Session, snap Snapshot) 
 	if err := s.fillMemoryChips(ctx, ss.OwnerID, ss.ID, chat.Messages); err != nil {
 		return views.Chat{}, err
 	}
+	if err := s.linkRuns(ctx, ss.OwnerID, chat.Messages); err != nil {
+		return views.Chat{}, err
+	}
 	chat.Task = taskView(ss.ID, ss.State, "")
 	chat.SystemPrompt, chat.MaxSystemPrompt = ss.SystemPrompt, store.MaxSystemPrompt
 	chat.Meter = s.lastMeter(ctx, ss)
@@ -110,6 +113,9 @@ func (s *Server) olderMessages(c echo.Context) error {
 	}
 	items := messageViews(msgs, nil)
 	if err := s.fillMemoryChips(c.Request().Context(), ss.OwnerID, ss.ID, items); err != nil {
+		return err
+	}
+	if err := s.linkRuns(c.Request().Context(), ss.OwnerID, items); err != nil {
 		return err
 	}
 	var cursor int64

@@ -221,6 +221,19 @@ func (r *room) flushPending() {
 	}
 }
 
+// RunLinks is the sink that fills a live reply's run-link placeholder when its run
+// has ended. Subscribe it after the trace recorder, so that the run it links to is
+// stored whole when the link appears (the hub itself comes first, for latency).
+func (h *Hub) RunLinks() agent.Sink { return runLinks{h} }
+
+type runLinks struct{ h *Hub }
+
+func (l runLinks) Publish(ev agent.Event) {
+	if ev.Kind == agent.EventRunEnded && ev.SessionID != "" {
+		l.h.broadcastTo(ev.SessionID, renderFrame(views.FrameRunLink(ev.SessionID, ev.RunID)))
+	}
+}
+
 // Publish implements agent.Sink.
 func (h *Hub) Publish(ev agent.Event) {
 	if w := ev.MemoryWrite; ev.Kind == agent.EventMemory && w != nil && len(w.Suggestions) > 0 && w.Suggestions[0].ReplySeq != nil {
@@ -272,7 +285,9 @@ func (h *Hub) Publish(ev agent.Event) {
 			model = r.live.model
 		}
 		r.live = &liveReply{afterSeq: ev.Message.Seq, model: model}
-		r.broadcast(renderFrame(views.FrameAssistantStep(messageView(*ev.Message, nil), views.LiveMessage{Model: model})))
+		step := messageView(*ev.Message, nil)
+		step.RunID = "" // the run's link goes on its final reply
+		r.broadcast(renderFrame(views.FrameAssistantStep(step, views.LiveMessage{Model: model})))
 	case agent.EventToolResult:
 		r.broadcast(renderFrame(views.FrameToolCard(toolCard(*ev.ToolCall, ev.Message))))
 	case agent.EventTitle:
@@ -282,7 +297,9 @@ func (h *Hub) Publish(ev agent.Event) {
 	case agent.EventFinal:
 		r.stopTimer()
 		r.live = nil
-		r.broadcast(renderFrame(views.FrameFinal(messageView(*ev.Message, nil)), views.FrameRunState("idle")))
+		final := messageView(*ev.Message, nil)
+		final.RunPending = true
+		r.broadcast(renderFrame(views.FrameFinal(final), views.FrameRunState("idle")))
 	}
 	r.mu.Unlock()
 	if ev.Kind == agent.EventFinal {

@@ -26,7 +26,7 @@ func (s *Server) replaySource(c echo.Context) (store.User, trace.Source, error) 
 	if s.Recorder == nil {
 		return u, trace.Source{}, echo.ErrNotFound
 	}
-	seq, err := strconv.Atoi(c.Param("sid"))
+	seq, err := strconv.Atoi(c.Param("seq"))
 	if err != nil || seq <= 0 {
 		return u, trace.Source{}, echo.ErrNotFound
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"atrium/internal/errs"
+	"atrium/views"
 )
 
 // pinRun pins (pinned=true) or unpins (pinned=false) one of the user's runs:
@@ -20,6 +21,9 @@ func (s *Server) pinRun(c echo.Context) error {
 	u, _ := currentUser(c)
 	if err := s.Store.SetRunPinned(c.Request().Context(), u.ID, c.Param("rid"), pinned); err != nil {
 		return err
+	}
+	if isHTMX(c) { // the run page's button, in its new state
+		return render(c, http.StatusOK, views.RunPinButton(c.Param("rid"), pinned))
 	}
 	return c.NoContent(http.StatusNoContent)
 }

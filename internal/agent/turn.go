@@ -57,7 +57,7 @@ func (a *Agent) runTurn(ctx context.Context, r *run, s store.Session, user *stor
 	defer stopLease()
 
 	t := &turn{a: a, r: r, s: s, user: user, query: user.Content, started: a.Now()}
-	t.final = &store.Message{SessionID: s.ID, Role: store.RoleAssistant, Status: store.StatusComplete}
+	t.final = &store.Message{SessionID: s.ID, Role: store.RoleAssistant, Status: store.StatusComplete, RunID: r.id}
 	t.loop(ctx)
 	t.commitFinal()
 	a.foldLater(t)
@@ -172,7 +172,7 @@ func (t *turn) loop(ctx context.Context) {
 			t.runTool(ctx, call)
 		}
 		// The step message is committed; what follows (a stop included) is a new one.
-		t.final = &store.Message{SessionID: t.s.ID, Role: store.RoleAssistant, Status: store.StatusComplete, Model: model}
+		t.final = &store.Message{SessionID: t.s.ID, Role: store.RoleAssistant, Status: store.StatusComplete, Model: model, RunID: t.r.id}
 		if t.stopped(ctx) {
 			return
 		}
@@ -300,7 +300,7 @@ func (t *turn) commitStep(resp llm.Response) bool {
 	m.Tokens = t.a.countTokens(m)
 	if err := t.save(m); err != nil {
 		t.fail(saveFailed(err), err)
-		t.final = &store.Message{SessionID: t.s.ID, Role: store.RoleAssistant, Status: store.StatusError, Error: saveFailed(err), Model: t.model}
+		t.final = &store.Message{SessionID: t.s.ID, Role: store.RoleAssistant, Status: store.StatusError, Error: saveFailed(err), Model: t.model, RunID: t.r.id}
 		return false
 	}
 	t.emit(Event{Kind: EventAssistantStep, Message: m})

@@ -188,6 +188,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	// The event stream's consumers: what the user sees first, then the recording.
 	a.Agent.Subscribe(a.Hub)
 	a.Agent.Subscribe(trace.NewConsumer(a.Recorder, log))
+	a.Agent.Subscribe(a.Hub.RunLinks())
 	a.MCP = mcp.NewSupervisor(a.Tools, log, nil)
 	if a.lock != nil {
 		// Kill the stdio servers a crashed predecessor left running, before starting ours.

@@ -51,11 +51,12 @@ type Message struct {
 	Duration   time.Duration // a tool call's run time (millisecond precision)
 	Memories   []string      // ids of the long-term memories a reply used
 	Saved      []string      // ids of the memories an explicit "remember …" created (on its reply)
+	RunID      string        // the run that wrote it ("" for a user's message or one from before 0026)
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }
 
-const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at`
+const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id`
 
 // Page size bounds for LatestMessages and MessagesBefore.
 const (
@@ -84,8 +85,8 @@ func (s *stmts) prepare(ctx context.Context, r, w *sql.DB) error {
 	}
 	prep := func(q string) *sql.Stmt { return prepOn(r, q) }
 	s.touchSession = prepOn(w, `UPDATE sessions SET updated_at = ? WHERE id = ?`)
-	s.insertMsg = prepOn(w, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at)
-		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?14, ?11, ?11
+	s.insertMsg = prepOn(w, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id)
+		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?14, ?11, ?11, ?15
 		FROM messages WHERE session_id = ?1
 		RETURNING id, seq`)
 	s.msgsBefore = prep(`SELECT ` + messageCols + ` FROM messages
@@ -108,7 +109,7 @@ func scanMessage(row scanner) (Message, error) {
 	var toolCalls sql.NullString
 	var memories, saved string
 	err := row.Scan(&m.ID, &m.SessionID, &m.Seq, &m.Role, &m.Content, &m.Reasoning, &toolCalls,
-		&m.ToolCallID, &m.Status, &m.Error, &m.Model, &m.Tokens, &durMS, &memories, &saved, &created, &updated)
+		&m.ToolCallID, &m.Status, &m.Error, &m.Model, &m.Tokens, &durMS, &memories, &saved, &created, &updated, &m.RunID)
 	if memories != "" {
 		m.Memories = strings.Split(memories, ",")
 	}
@@ -190,7 +191,7 @@ func (db *DB) appendMessages(ctx context.Context, msgs []*Message) error {
 				touched[m.SessionID] = true
 			}
 			err := insert.QueryRowContext(ctx, m.SessionID, m.Role, m.Content, m.Reasoning, nullText(m.ToolCalls),
-				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now, m.Duration.Milliseconds(), strings.Join(m.Memories, ","), strings.Join(m.Saved, ",")).Scan(&ids[i], &seqs[i])
+				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now, m.Duration.Milliseconds(), strings.Join(m.Memories, ","), strings.Join(m.Saved, ","), m.RunID).Scan(&ids[i], &seqs[i])
 			if isCheck(err) {
 				return errs.Wrap(errs.Invalid, err, "invalid message (tool calls must be JSON)")
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"atrium/internal/errs"
@@ -377,4 +378,66 @@ func (db *DB) SealSpans(ctx context.Context, spans []SpanRef) error {
 		return fmt.Errorf("store: seal spans: %w", err)
 	}
 	return nil
+}
+
+// ExistingRuns returns which of ids are ownerID's runs that are still stored (retention
+// prunes old ones), so a chat links only replies whose run can be opened. One query by
+// primary key; ids beyond the first 500 are ignored (a page holds far fewer).
+func (db *DB) ExistingRuns(ctx context.Context, ownerID int64, ids []string) (map[string]bool, error) {
+	ids = ids[:min(len(ids), 500)]
+	found := make(map[string]bool, len(ids))
+	if len(ids) == 0 {
+		return found, nil
+	}
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, ownerID)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := db.pool.QueryContext(ctx, `SELECT id FROM runs WHERE owner_id = ? AND id IN (?`+
+		strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: existing runs: %w", err)
+	}
+	list, err := scanAll(rows, func(row scanner) (string, error) {
+		var id string
+		return id, row.Scan(&id)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: existing runs: %w", err)
+	}
+	for _, id := range list {
+		found[id] = true
+	}
+	return found, nil
+}
+
+// RunSpanOutline returns the spans of run runID ordered by seq without their data:
+// what a timeline draws, without reading a run's payloads (most of its bytes).
+// Ownership is the caller's check, via RunForOwner.
+func (db *DB) RunSpanOutline(ctx context.Context, runID string) ([]SpanInfo, error) {
+	rows, err := db.pool.QueryContext(ctx, `SELECT id, COALESCE(parent_id, 0), seq, kind, name, status, error,
+		started_at, ended_at, tokens_in, tokens_out, NULL FROM spans WHERE run_id = ? ORDER BY seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("store: run span outline: %w", err)
+	}
+	spans, err := scanAll(rows, scanSpan)
+	if err != nil {
+		return nil, fmt.Errorf("store: run span outline: %w", err)
+	}
+	return spans, nil
+}
+
+// RunSpan returns span seq of run runID, data included; none is errs.NotFound.
+// Ownership is the caller's check, via RunForOwner.
+func (db *DB) RunSpan(ctx context.Context, runID string, seq int) (SpanInfo, error) {
+	s, err := scanSpan(db.pool.QueryRowContext(ctx, `SELECT id, COALESCE(parent_id, 0), seq, kind, name, status, error,
+		started_at, ended_at, tokens_in, tokens_out, data FROM spans WHERE run_id = ? AND seq = ?`, runID, seq))
+	if errors.Is(err, sql.ErrNoRows) {
+		return SpanInfo{}, fmt.Errorf("store: run span: %w", errs.E(errs.NotFound, "span not found"))
+	}
+	if err != nil {
+		return SpanInfo{}, fmt.Errorf("store: run span: %w", err)
+	}
+	return s, nil
 }

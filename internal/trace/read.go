@@ -69,3 +69,35 @@ func (r *Recorder) LatestSpanData(ctx context.Context, ownerID int64, sessionID,
 	}
 	return data, nil
 }
+
+// RunOutline returns ownerID's run runID and its spans without their data, ordered
+// by seq (a timeline opens each span's data on demand, with RunSpan). A missing run
+// and another user's run are the same errs.NotFound.
+func (r *Recorder) RunOutline(ctx context.Context, ownerID int64, runID string) (RunInfo, []SpanInfo, error) {
+	ri, err := r.db.RunForOwner(ctx, ownerID, runID)
+	if err != nil {
+		return RunInfo{}, nil, fmt.Errorf("trace: run: %w", err)
+	}
+	spans, err := r.db.RunSpanOutline(ctx, runID)
+	if err != nil {
+		return RunInfo{}, nil, fmt.Errorf("trace: run outline: %w", err)
+	}
+	return ri, spans, nil
+}
+
+// RunSpan returns span seq of ownerID's run runID with its data opened, and the run.
+// A missing run or span and another user's run are the same errs.NotFound.
+func (r *Recorder) RunSpan(ctx context.Context, ownerID int64, runID string, seq int) (RunInfo, SpanInfo, error) {
+	ri, err := r.db.RunForOwner(ctx, ownerID, runID)
+	if err != nil {
+		return RunInfo{}, SpanInfo{}, fmt.Errorf("trace: run: %w", err)
+	}
+	sp, err := r.db.RunSpan(ctx, runID, seq)
+	if err != nil {
+		return RunInfo{}, SpanInfo{}, fmt.Errorf("trace: run span: %w", err)
+	}
+	if sp.Data, err = r.opened(ctx, ownerID, runID, sp.Seq, sp.Data); err != nil {
+		return RunInfo{}, SpanInfo{}, fmt.Errorf("trace: open span %d: %w", sp.Seq, err)
+	}
+	return ri, sp, nil
+}

@@ -92,6 +92,8 @@ type RunStore interface {
 	ListRuns(ctx context.Context, ownerID int64, sessionID string, limit int) ([]store.RunInfo, error)
 	RunForOwner(ctx context.Context, ownerID int64, runID string) (store.RunInfo, error)
 	RunSpans(ctx context.Context, runID string) ([]store.SpanInfo, error)
+	RunSpanOutline(ctx context.Context, runID string) ([]store.SpanInfo, error)
+	RunSpan(ctx context.Context, runID string, seq int) (store.SpanInfo, error)
 	LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (store.SpanRef, error)
 	PlainSpans(ctx context.Context, after int64, limit int) ([]store.SpanRef, error)
 	SealSpans(ctx context.Context, spans []store.SpanRef) error
