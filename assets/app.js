@@ -99,13 +99,56 @@
     if (ta instanceof HTMLTextAreaElement && ta.name === 'text') checkSize(ta);
   });
 
-  // (2) After htmx-ext-ws has sent the composer, clear it for the next message.
+  // (2) The composer keeps its text until the server accepted the message: each send
+  // carries a nonce, and the server answers it (#send-result, with the reason for a
+  // refusal in #notice). Only then is the composer cleared, and only if it still holds
+  // what was sent. One send is in flight at a time, so a second Enter cannot send the
+  // same text twice.
+  var pendingSend = null; // {nonce, text, sent}
+  var nonceCount = 0;
+  function composerText() {
+    return document.querySelector('#composer textarea[name=text]');
+  }
+  document.addEventListener('htmx:wsConfigSend', function (e) {
+    var form = e.target;
+    if (!(form instanceof HTMLFormElement) || form.id !== 'composer') return;
+    var trigger = e.detail.triggeringEvent;
+    if (pendingSend) {
+      e.preventDefault();
+      if (trigger) trigger.preventDefault(); // not a native submit either
+      return;
+    }
+    var ta = composerText();
+    nonceCount++;
+    var nonce = 'n' + Date.now().toString(36) + '-' + nonceCount + '-' + Math.floor(Math.random() * 1e9).toString(36);
+    e.detail.parameters.nonce = nonce;
+    pendingSend = { nonce: nonce, text: ta ? ta.value : '', sent: false };
+    form.setAttribute('aria-busy', 'true');
+  });
   document.addEventListener('htmx:wsAfterSend', function (e) {
     var form = e.target;
     if (!(form instanceof HTMLFormElement) || form.id !== 'composer') return;
-    form.reset();
-    var ta = form.querySelector('textarea[name=text]');
-    if (ta) {
+    if (pendingSend) pendingSend.sent = true;
+    closePromptMenu();
+  });
+  function endPendingSend() {
+    pendingSend = null;
+    var form = document.getElementById('composer');
+    if (form) form.removeAttribute('aria-busy');
+  }
+  function takeSendResult() {
+    var r = document.getElementById('send-result');
+    if (!r || !pendingSend || r.getAttribute('data-nonce') !== pendingSend.nonce) return;
+    var sent = pendingSend;
+    endPendingSend();
+    var form = document.getElementById('composer');
+    var ta = composerText();
+    if (r.getAttribute('data-accepted') !== 'true') {
+      if (ta) ta.focus(); // the text is still there; #notice says why
+      return;
+    }
+    if (form && ta && ta.value === sent.text) {
+      form.reset();
       ta.setCustomValidity('');
       ta.focus();
     }
@@ -113,6 +156,17 @@
     closePromptMenu();
     stickToBottom = true;
     scrollToBottom();
+  }
+  // A socket that closes after the message went out will never answer it: let the
+  // reader send again (the text is still in the composer).
+  document.addEventListener('htmx:wsClose', function () {
+    if (!pendingSend || !pendingSend.sent) return; // still queued: sent on reconnect
+    endPendingSend();
+    var n = document.getElementById('notice');
+    if (n && n.textContent.trim() === '') n.textContent = 'The connection dropped before Atrium confirmed your message. It is still in the composer: send it again once reconnected.';
+  });
+  document.addEventListener('htmx:wsAfterMessage', function () {
+    takeSendResult();
   });
 
   // (3) Copy buttons on code blocks.

@@ -144,6 +144,13 @@ func TestBrowserChatStream(t *testing.T) {
 	if hd, _ := got["HEADERS"].(map[string]any); hd["X-CSRF-Token"] != page.CSRF {
 		t.Errorf("frame headers %v lack the CSRF token", got["HEADERS"])
 	}
+	// The composer keeps the text until the server accepts the send (its nonce).
+	nonce, _ := got["nonce"].(string)
+	if nonce == "" {
+		t.Fatalf("the send carries no nonce: %v", got)
+	}
+	run(t, ctx, waitJS(`document.querySelector("[data-testid=composer]")?.value === "hello\nworld"`))
+	send(t, c, views.FrameSendResult(nonce, true))
 	run(t, ctx, waitJS(`document.querySelector("[data-testid=composer]")?.value === ""`))
 
 	send(t, c,
