@@ -30,6 +30,9 @@ func TestEndToEndRefusedSendKeepsText(t *testing.T) {
 		chromedp.Poll[chromedp.Void](composer+` === ""`),
 	)
 	defer func() {
+		if !t.Failed() {
+			return
+		}
 		var state string
 		_ = chromedp.Do(ctx, into(&state, chromedp.Evaluate[string](`JSON.stringify({c: document.querySelector("[data-testid=composer]")?.value, n: document.querySelector("#notice")?.textContent, r: document.querySelector("#run-state")?.dataset.state, s: document.querySelector("#send-result")?.outerHTML, b: document.querySelector("#composer")?.getAttribute("aria-busy"), m: [...document.querySelectorAll("#messages article")].map(e => e.dataset.role + ":" + e.textContent.slice(0, 30))})`)))
 		t.Logf("page state: %s", state)

@@ -24,6 +24,7 @@ import (
 // idiomorph, app.js and app.css under a strict CSP) without the real server.
 type chatHarness struct {
 	url    string
+	mux    *http.ServeMux // for more routes a test serves
 	conns  chan *websocket.Conn
 	frames chan map[string]any
 }
@@ -59,7 +60,7 @@ func newChatHarness(t *testing.T, page views.Page, chat views.Chat) *chatHarness
 		mux.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	h.url = srv.URL
+	h.url, h.mux = srv.URL, mux
 	return h
 }
 

@@ -22,7 +22,7 @@ func TestBrowserMCPComposer(t *testing.T) {
 	ctx, problems := browser(t, 1100, 800)
 	chat := sampleChat()
 	chat.Messages, chat.Live, chat.RunState, chat.OlderCursor = nil, nil, "idle", 0
-	chat.MCP = &views.MCPIndicator{Total: 2, Ready: 2}
+	chat.MCP = &views.MCPIndicator{Total: 2, Ready: 2, Resources: 2, Prompts: 2}
 
 	conns := make(chan *websocket.Conn, 4)
 	frames := make(chan map[string]any, 16)

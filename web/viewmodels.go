@@ -31,6 +31,7 @@ func messageView(m store.Message, results map[string]*store.Message) views.Messa
 		return v
 	}
 	v.HTML = markdown.Render(m.Content)
+	v.Text = noNUL(m.Content) // the markdown source, for Copy
 	v.Memories = len(m.Memories)
 	v.Saved = savedViews(m)
 	calls, _ := contextwin.ParseToolCalls(m.ToolCalls)

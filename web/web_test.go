@@ -847,7 +847,7 @@ func TestRenameAndDeleteSession(t *testing.T) {
 
 	r := admin.post("/s/"+id+"/rename", url.Values{"title": {"  Trip\nplanning  "}})
 	wantStatus(t, r, http.StatusOK)
-	if strings.Count(r.body, "Trip planning") != 2 {
+	if strings.Count(r.body, ">Trip planning<") != 2 {
 		t.Errorf("rename response should update the sidebar and the header: %s", r.body)
 	}
 	if r := admin.get("/s/" + id); !strings.Contains(r.body, `data-testid="session-title">Trip planning</h1>`) {
