@@ -11,6 +11,7 @@ import (
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/gorilla/websocket"
 
 	"atrium/internal/browsertest"
 	"atrium/views"
@@ -283,4 +284,36 @@ func TestBrowserMCPControlsFollowServers(t *testing.T) {
 			problems.Check(t)
 		})
 	}
+}
+
+// TestBrowserSendKeptWhenLoginEnds: the server ends the socket (login ended) without
+// answering the send; the text stays in the composer, the notice says why, and the
+// composer is free to send again once a socket is back.
+func TestBrowserSendKeptWhenLoginEnds(t *testing.T) {
+	chat := sampleChat()
+	chat.Messages, chat.Live, chat.RunState, chat.OlderCursor = nil, nil, "idle", 0
+	h := newChatHarness(t, page, chat)
+	ctx, problems := atSize(t, 1280, 800, h)
+	c := h.conn(t)
+	run(t, ctx,
+		chromedp.Click(chromedp.CSS(`[data-testid=composer]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=composer]`), "are you there?"),
+		chromedp.KeyEvent("\r"),
+	)
+	if got := h.next(t); got["text"] != "are you there?" || got["nonce"] == "" {
+		t.Fatalf("browser sent %v", got)
+	}
+	send(t, c, views.FrameNotice("Your login has ended. Log in again to continue; nothing was sent."))
+	if err := c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, ""), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	run(t, ctx,
+		waitJS(`document.querySelector("#notice").textContent.includes("login has ended")`),
+		waitJS(`document.querySelector("#composer").getAttribute("aria-busy") === null`),
+	)
+	if got := evalJS[string](t, ctx, `document.querySelector("[data-testid=composer]").value`); got != "are you there?" {
+		t.Fatalf("composer holds %q after the socket ended, want the unsent text", got)
+	}
+	problems.Check(t, "WebSocket")
 }
