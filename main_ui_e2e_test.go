@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -79,5 +81,32 @@ func TestEndToEndRefusedSendKeepsText(t *testing.T) {
 		chromedp.Poll[chromedp.Void](composer+` === ""`),
 		chromedp.Poll[chromedp.Void](`[...document.querySelectorAll("#messages [data-role=user]")].filter(e => e.textContent.includes("third message")).length === 1`),
 	)
+	problems.Check(t)
+}
+
+// TestEndToEndMCPControlsAppearLive: a chat open while no MCP server exists has no
+// Resources button; when an admin adds server-everything (over plain HTTP, from
+// elsewhere) and it becomes ready, the open chat gets the button without a reload.
+func TestEndToEndMCPControlsAppearLive(t *testing.T) {
+	node, script := everythingServer(t)
+	ctx, problems := browsertest.New(t, 1280, 800)
+	a := startApp(t, nil)
+	admin := newHTTPClient(t, a.URL)
+	admin.setupAdmin()
+	run := stepRunner(t, ctx)
+	run("open a chat",
+		chromedp.Navigate(a.URL+"/login"),
+		loginSteps("admin", "admin password"),
+		chromedp.Click(chromedp.CSS(`[data-testid=new-chat]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=composer]`)),
+		chromedp.WaitReady(chromedp.CSS(`[data-testid=mcp-indicator]`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`[data-testid=resources-button]`)),
+	)
+	tok := admin.csrf("/settings/mcp")
+	if resp, body := admin.post("/settings/mcp", url.Values{"_csrf": {tok}, "name": {"everything"}, "transport": {"stdio"},
+		"command": {node}, "args": {script + "\nstdio"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("add server: %d %.300s", resp.StatusCode, body)
+	}
+	run("Resources appear in the open chat", chromedp.WaitVisible(chromedp.CSS(`[data-testid=resources-button]`)))
 	problems.Check(t)
 }
