@@ -77,6 +77,9 @@ func TestEndToEndMCP(t *testing.T) {
 	run("chat calls the echo tool",
 		chromedp.Navigate(a.URL+"/"),
 		chromedp.Click(chromedp.CSS(`[data-testid=new-chat-main]`)),
+		// server-everything offers resources and prompts: the composer offers them.
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=resources-button]`)),
+		chromedp.Poll[chromedp.Void](`+document.getElementById("mcp-indicator").dataset.prompts > 0`),
 		sendSteps("please echo something"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=tool-card][data-tool=everything__echo][data-status=ok]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#messages article[data-role=assistant][data-status=complete]:last-of-type .md p`)),
@@ -100,6 +103,8 @@ func TestEndToEndMCP(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`[data-testid=new-chat-main]`)),
 		sendSteps("echo again"),
 		chromedp.WaitVisible(chromedp.CSS(`#messages article[data-role=assistant][data-status=complete]`)),
+		// No ready server offers resources any more.
+		chromedp.WaitNotVisible(chromedp.CSS(`[data-testid=resources-button]`)),
 	)
 	for _, tool := range fake.LastRequest().Chat.Tools {
 		if strings.HasPrefix(tool.Name, "everything__") {

@@ -99,13 +99,56 @@
     if (ta instanceof HTMLTextAreaElement && ta.name === 'text') checkSize(ta);
   });
 
-  // (2) After htmx-ext-ws has sent the composer, clear it for the next message.
+  // (2) The composer keeps its text until the server accepted the message: each send
+  // carries a nonce, and the server answers it (#send-result, with the reason for a
+  // refusal in #notice). Only then is the composer cleared, and only if it still holds
+  // what was sent. One send is in flight at a time, so a second Enter cannot send the
+  // same text twice.
+  var pendingSend = null; // {nonce, text, sent}
+  var nonceCount = 0;
+  function composerText() {
+    return document.querySelector('#composer textarea[name=text]');
+  }
+  document.addEventListener('htmx:wsConfigSend', function (e) {
+    var form = e.target;
+    if (!(form instanceof HTMLFormElement) || form.id !== 'composer') return;
+    var trigger = e.detail.triggeringEvent;
+    if (pendingSend) {
+      e.preventDefault();
+      if (trigger) trigger.preventDefault(); // not a native submit either
+      return;
+    }
+    var ta = composerText();
+    nonceCount++;
+    var nonce = 'n' + Date.now().toString(36) + '-' + nonceCount + '-' + Math.floor(Math.random() * 1e9).toString(36);
+    e.detail.parameters.nonce = nonce;
+    pendingSend = { nonce: nonce, text: ta ? ta.value : '', sent: false };
+    form.setAttribute('aria-busy', 'true');
+  });
   document.addEventListener('htmx:wsAfterSend', function (e) {
     var form = e.target;
     if (!(form instanceof HTMLFormElement) || form.id !== 'composer') return;
-    form.reset();
-    var ta = form.querySelector('textarea[name=text]');
-    if (ta) {
+    if (pendingSend) pendingSend.sent = true;
+    closePromptMenu();
+  });
+  function endPendingSend() {
+    pendingSend = null;
+    var form = document.getElementById('composer');
+    if (form) form.removeAttribute('aria-busy');
+  }
+  function takeSendResult() {
+    var r = document.getElementById('send-result');
+    if (!r || !pendingSend || r.getAttribute('data-nonce') !== pendingSend.nonce) return;
+    var sent = pendingSend;
+    endPendingSend();
+    var form = document.getElementById('composer');
+    var ta = composerText();
+    if (r.getAttribute('data-accepted') !== 'true') {
+      if (ta) ta.focus(); // the text is still there; #notice says why
+      return;
+    }
+    if (form && ta && ta.value === sent.text) {
+      form.reset();
       ta.setCustomValidity('');
       ta.focus();
     }
@@ -113,40 +156,64 @@
     closePromptMenu();
     stickToBottom = true;
     scrollToBottom();
+  }
+  // A socket that closes after the message went out will never answer it: let the
+  // reader send again (the text is still in the composer).
+  document.addEventListener('htmx:wsClose', function () {
+    if (!pendingSend || !pendingSend.sent) return; // still queued: sent on reconnect
+    endPendingSend();
+    var n = document.getElementById('notice');
+    if (n && n.textContent.trim() === '') n.textContent = 'The connection dropped before Atrium confirmed your message. It is still in the composer: send it again once reconnected.';
+  });
+  document.addEventListener('htmx:wsAfterMessage', function () {
+    takeSendResult();
   });
 
-  // (3) Copy buttons on code blocks.
+  // (3) Copy buttons on code blocks, and on each message: its source (a user's text,
+  // a reply's markdown from data-source), not the rendered HTML.
   document.addEventListener('click', function (e) {
-    var btn = e.target instanceof Element ? e.target.closest('[data-copy]') : null;
+    if (!(e.target instanceof Element)) return;
+    var msgBtn = e.target.closest('[data-copy-message]');
+    if (msgBtn) {
+      var article = msgBtn.closest('article');
+      var own = article ? article.querySelector(':scope > .text') : null;
+      var source = msgBtn.hasAttribute('data-source') ? msgBtn.getAttribute('data-source') : (own ? own.textContent : '');
+      copyText(source, msgBtn);
+      return;
+    }
+    var btn = e.target.closest('[data-copy]');
     if (!btn) return;
     var box = btn.parentElement;
     var pre = box ? box.querySelector('pre') : null;
     if (!pre) return;
-    var text = pre.innerText;
+    copyText(pre.innerText, btn);
+  });
+  function copyText(text, btn) {
     if (navigator.clipboard && window.isSecureContext) {
       navigator.clipboard.writeText(text).then(function () {
         flash(btn, 'Copied');
       }, function () {
-        flash(btn, legacyCopy(pre) ? 'Copied' : 'Copy failed');
+        flash(btn, legacyCopy(text) ? 'Copied' : 'Copy failed');
       });
     } else {
-      flash(btn, legacyCopy(pre) ? 'Copied' : 'Copy failed');
+      flash(btn, legacyCopy(text) ? 'Copied' : 'Copy failed');
     }
-  });
-  // Plain-http installs have no navigator.clipboard; select the text and copy it.
-  function legacyCopy(pre) {
-    var sel = window.getSelection();
-    var range = document.createRange();
-    range.selectNodeContents(pre);
-    sel.removeAllRanges();
-    sel.addRange(range);
+  }
+  // Plain-http installs have no navigator.clipboard; copy from a scratch textarea.
+  function legacyCopy(text) {
+    var ta = document.createElement('textarea');
+    ta.value = text;
+    ta.setAttribute('readonly', '');
+    ta.className = 'copy-scratch';
+    document.body.appendChild(ta);
+    ta.select();
     var ok = false;
     try {
       ok = document.execCommand('copy');
     } catch (err) {
       ok = false;
     }
-    sel.removeAllRanges();
+    ta.remove();
     return ok;
   }
   function flash(btn, text) {
@@ -187,6 +254,81 @@
       if (stickToBottom) scrollToBottom();
     }).observe(chat, { childList: true, subtree: true, characterData: true });
   }
+
+  // "Load older" puts messages above the ones being read: keep the first of those where
+  // it was on screen (browsers do not anchor a scroller at offset 0, so it would jump to
+  // the oldest message loaded).
+  var olderAnchor = null;
+  document.addEventListener('htmx:beforeSwap', function (e) {
+    var target = e.detail && e.detail.target;
+    if (!(target instanceof Element) || target.id !== 'older') return;
+    var first = target.nextElementSibling;
+    if (first) olderAnchor = { el: first, top: first.getBoundingClientRect().top };
+  });
+  document.addEventListener('htmx:afterSwap', function () {
+    if (!olderAnchor) return;
+    var a = olderAnchor;
+    olderAnchor = null;
+    if (!a.el.isConnected) return;
+    scroller().scrollTop += a.el.getBoundingClientRect().top - a.top;
+    stickToBottom = nearBottom(scroller());
+  });
+
+  // The tab's title follows a rename (here or in another tab): the heading carries it.
+  function syncTitle() {
+    var h = document.getElementById('session-title');
+    var t = h && h.getAttribute('data-page-title');
+    if (t && document.title !== t) document.title = t;
+  }
+
+  // Times are rendered in UTC ("2006-01-02 15:04 UTC", which stays without JS); show
+  // them in the reader's zone, the full date and zone on hover.
+  function pad(n) {
+    return (n < 10 ? '0' : '') + n;
+  }
+  function utcText(d) {
+    return d.getUTCFullYear() + '-' + pad(d.getUTCMonth() + 1) + '-' + pad(d.getUTCDate()) + ' ' +
+      pad(d.getUTCHours()) + ':' + pad(d.getUTCMinutes()) + ' UTC';
+  }
+  function localText(d) {
+    return d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + ' ' +
+      pad(d.getHours()) + ':' + pad(d.getMinutes());
+  }
+  var fullTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'full', timeStyle: 'long' });
+  function localiseTimes(root) {
+    var times = (root || document).querySelectorAll('time[datetime]');
+    for (var i = 0; i < times.length; i++) {
+      var d = new Date(times[i].getAttribute('datetime'));
+      if (isNaN(d.getTime())) continue;
+      var utc = utcText(d);
+      var text = times[i].textContent;
+      if (text.indexOf(utc) < 0) continue; // already local, or a date only
+      times[i].textContent = text.replace(utc, localText(d));
+      times[i].title = fullTime.format(d);
+    }
+  }
+
+  // MCP: the Resources button and the "/" menu are there only while a ready server
+  // offers resources or prompts; #mcp-indicator (morphed by MCP frames) says so.
+  function mcpOffers(what) {
+    var ind = document.getElementById('mcp-indicator');
+    return !!ind && parseInt(ind.getAttribute('data-' + what) || '0', 10) > 0;
+  }
+  function syncMCP() {
+    var btn = document.querySelector('[data-testid=resources-button]');
+    if (btn) btn.hidden = !mcpOffers('resources');
+    if (btn && btn.hidden) setPanel('resources-panel', false);
+    if (!mcpOffers('prompts')) closePromptMenu();
+  }
+
+  // After any swap, over HTTP or the websocket.
+  function afterSwaps() {
+    syncTitle();
+    localiseTimes();
+    syncMCP();
+  }
+  document.addEventListener('htmx:afterSettle', afterSwaps);
+  document.addEventListener('htmx:wsAfterMessage', afterSwaps);
 
   // Closing the rename box once the rename went through.
   document.addEventListener('htmx:afterRequest', function (e) {
@@ -354,7 +496,7 @@
   }
   function openPromptMenu(q) {
     var m = promptMenu();
-    if (!m) return;
+    if (!m || !mcpOffers('prompts')) return;
     if (!m.hidden) {
       filterPrompts(q);
       return;
@@ -451,6 +593,7 @@
   });
 
   function start() {
+    afterSwaps();
     placeSide();
     watchChat();
     if (document.getElementById('messages')) scrollToBottom();

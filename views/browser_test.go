@@ -24,6 +24,7 @@ import (
 // idiomorph, app.js and app.css under a strict CSP) without the real server.
 type chatHarness struct {
 	url    string
+	mux    *http.ServeMux // for more routes a test serves
 	conns  chan *websocket.Conn
 	frames chan map[string]any
 }
@@ -59,7 +60,7 @@ func newChatHarness(t *testing.T, page views.Page, chat views.Chat) *chatHarness
 		mux.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	h.url = srv.URL
+	h.url, h.mux = srv.URL, mux
 	return h
 }
 
@@ -144,6 +145,13 @@ func TestBrowserChatStream(t *testing.T) {
 	if hd, _ := got["HEADERS"].(map[string]any); hd["X-CSRF-Token"] != page.CSRF {
 		t.Errorf("frame headers %v lack the CSRF token", got["HEADERS"])
 	}
+	// The composer keeps the text until the server accepts the send (its nonce).
+	nonce, _ := got["nonce"].(string)
+	if nonce == "" {
+		t.Fatalf("the send carries no nonce: %v", got)
+	}
+	run(t, ctx, waitJS(`document.querySelector("[data-testid=composer]")?.value === "hello\nworld"`))
+	send(t, c, views.FrameSendResult(nonce, true))
 	run(t, ctx, waitJS(`document.querySelector("[data-testid=composer]")?.value === ""`))
 
 	send(t, c,

@@ -88,6 +88,8 @@ func statusText(code int) string {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
+func boolAttr(b bool) string { return strconv.FormatBool(b) }
+
 // providerEditForm is the edit form of p: the failed submit if it was for p,
 // else p's stored values.
 func providerEditForm(p Provider, failed ProviderForm) ProviderForm {

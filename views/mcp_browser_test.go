@@ -22,7 +22,7 @@ func TestBrowserMCPComposer(t *testing.T) {
 	ctx, problems := browser(t, 1100, 800)
 	chat := sampleChat()
 	chat.Messages, chat.Live, chat.RunState, chat.OlderCursor = nil, nil, "idle", 0
-	chat.MCP = &views.MCPIndicator{Total: 2, Ready: 2}
+	chat.MCP = &views.MCPIndicator{Total: 2, Ready: 2, Resources: 2, Prompts: 2}
 
 	conns := make(chan *websocket.Conn, 4)
 	frames := make(chan map[string]any, 16)
@@ -90,6 +90,9 @@ func TestBrowserMCPComposer(t *testing.T) {
 	if got["text"] != "hello" || got["attach"] != "srv\nfile:///a.md" {
 		t.Fatalf("one attachment: browser sent %v", got)
 	}
+	// The chips go once the server accepted the message.
+	run(t, ctx, waitJS(`document.querySelectorAll("[data-testid=attachment-chip]").length === 1`))
+	send(t, c, views.FrameSendResult(got["nonce"].(string), true))
 	run(t, ctx, waitJS(`document.querySelectorAll("[data-testid=attachment-chip]").length === 0`))
 
 	// Two attachments go as an array; the panel stays open between attaches.
@@ -105,6 +108,8 @@ func TestBrowserMCPComposer(t *testing.T) {
 	if list, _ := got["attach"].([]any); len(list) != 2 || list[0] != "srv\nfile:///a.md" || list[1] != "srv\nfile:///b" {
 		t.Fatalf("two attachments: browser sent %v", got)
 	}
+	send(t, c, views.FrameSendResult(got["nonce"].(string), true))
+	run(t, ctx, waitJS(`document.querySelectorAll("[data-testid=attachment-chip]").length === 0 && document.querySelector("[data-testid=composer]").value === ""`))
 
 	// "/" opens the prompt menu; typing filters; Enter picks the first match, whose
 	// argument form answers into the composer.

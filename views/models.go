@@ -57,7 +57,7 @@ type Message struct {
 	Seq    int64
 	Role   string // user|assistant (anything else is shown as plain text)
 	HTML   string // sanitised markdown for assistant messages
-	Text   string // raw text: user messages are shown as plain text (white-space: pre-wrap)
+	Text   string // raw text: user messages are shown as plain text (white-space: pre-wrap); an assistant reply's markdown, for Copy
 	Status string // complete|stopped|error ("" means complete)
 	Error  string // an error's message, or why a stopped reply stopped (shown under it)
 	// Interrupted: the reply was cut off by its process dying (badge "interrupted").
@@ -250,6 +250,9 @@ type MCPForm struct {
 // MCPIndicator sums up the servers' states for the chat header and the settings page.
 type MCPIndicator struct {
 	Total, Ready, Degraded, Failed, Connecting int // Total: enabled servers
+	// Resources and Prompts are what the ready servers offer: the chat shows its
+	// Resources button and "/" menu only when there is something to pick.
+	Resources, Prompts int
 }
 
 // MCPSettings is the MCP servers settings page.

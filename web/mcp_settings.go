@@ -131,17 +131,20 @@ func (s *Server) MCPChanged(st mcp.Status) {
 func (s *Server) mcpIndicatorLocked() views.MCPIndicator {
 	var m views.MCPIndicator
 	for _, st := range s.mcp.statuses {
-		countState(&m, st.State)
+		countState(&m, st.State, st.Resources, st.Prompts)
 	}
 	return m
 }
 
-func countState(m *views.MCPIndicator, state mcp.State) {
+// countState adds one server to m; what it offers counts only while it is ready.
+func countState(m *views.MCPIndicator, state mcp.State, resources, prompts int) {
 	switch state {
 	case mcp.StateDisabled:
 		return
 	case mcp.StateReady:
 		m.Ready++
+		m.Resources += resources
+		m.Prompts += prompts
 	case mcp.StateDegraded:
 		m.Degraded++
 	case mcp.StateFailed:
@@ -159,7 +162,7 @@ func (s *Server) mcpIndicator() *views.MCPIndicator {
 	}
 	var m views.MCPIndicator
 	for _, st := range s.MCP.Statuses() {
-		countState(&m, st.State)
+		countState(&m, st.State, st.Resources, st.Prompts)
 	}
 	return &m
 }
@@ -214,7 +217,7 @@ func (s *Server) mcpView(ctx context.Context, form views.MCPForm, notice string)
 		for _, k := range sortedKeys(cfg.Headers) {
 			it.HeaderHints = append(it.HeaderHints, k+": "+secretHint(cfg.Headers[k]))
 		}
-		countState(&out.Indicator, mcp.State(it.Status.State))
+		countState(&out.Indicator, mcp.State(it.Status.State), it.Status.Resources, it.Status.Prompts)
 		out.Servers = append(out.Servers, it)
 	}
 	return out, nil

@@ -32,6 +32,7 @@ func messageView(m store.Message, results map[string]*store.Message) views.Messa
 	}
 	v.HTML = markdown.Render(m.Content)
 	v.SessionID, v.RunID = m.SessionID, m.RunID
+	v.Text = noNUL(m.Content) // the markdown source, for Copy
 	v.Memories = len(m.Memories)
 	v.Saved = savedViews(m)
 	calls, _ := contextwin.ParseToolCalls(m.ToolCalls)

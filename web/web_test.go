@@ -676,6 +676,12 @@ func TestWebsocketRejectsBadFrames(t *testing.T) {
 		{"binary frame", "Only text frames", func() { ws.write(websocket.BinaryMessage, `{"type":"send","text":"hi"}`) }},
 		{"unknown type", "Unknown request", func() { ws.write(websocket.TextMessage, `{"type":"hack"}`) }},
 		{"empty text", "empty", func() { ws.send("   ") }},
+		{"hostile send id", "send id", func() {
+			ws.write(websocket.TextMessage, `{"type":"send","text":"hi","nonce":"\"><script>alert(1)</script>"}`)
+		}},
+		{"send id too long", "send id", func() {
+			ws.write(websocket.TextMessage, `{"type":"send","text":"hi","nonce":"`+strings.Repeat("n", 65)+`"}`)
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -734,6 +740,13 @@ func TestWebsocketBusy(t *testing.T) {
 	if f := frames[len(frames)-1]; !strings.Contains(f, "already queued") {
 		t.Fatalf("no busy notice: %.300s", f)
 	}
+	// A composer send names itself (nonce); the answer says whether it was accepted,
+	// with the reason in the same frame, so the tab keeps a refused text.
+	ws.write(websocket.TextMessage, `{"type":"send","text":"fourth","nonce":"n-4_x"}`)
+	frames = ws.until(`data-nonce="n-4_x"`)
+	if f := frames[len(frames)-1]; !strings.Contains(f, `data-accepted="false"`) || !strings.Contains(f, "already queued") {
+		t.Fatalf("refused send answered with %.400s", f)
+	}
 	ws.write(websocket.TextMessage, `{"type":"stop"}`)
 	frames = ws.until(finalMarker)
 	if last := frames[len(frames)-1]; !strings.Contains(last, `data-status="stopped"`) || !strings.Contains(last, "Thinking slowly") {
@@ -745,6 +758,13 @@ func TestWebsocketBusy(t *testing.T) {
 	}
 	if n := len(env.llm.Requests()); n != 1 {
 		t.Errorf("the model was called %d times", n)
+	}
+
+	env.llm.Enqueue(llmtest.Reply{Text: []string{"Done."}})
+	ws.write(websocket.TextMessage, `{"type":"send","text":"fifth","nonce":"n5"}`)
+	frames = ws.until(`data-nonce="n5"`)
+	if f := frames[len(frames)-1]; !strings.Contains(f, `data-accepted="true"`) || strings.Contains(f, noticeID) {
+		t.Fatalf("accepted send answered with %.400s", f)
 	}
 }
 
@@ -827,7 +847,7 @@ func TestRenameAndDeleteSession(t *testing.T) {
 
 	r := admin.post("/s/"+id+"/rename", url.Values{"title": {"  Trip\nplanning  "}})
 	wantStatus(t, r, http.StatusOK)
-	if strings.Count(r.body, "Trip planning") != 2 {
+	if strings.Count(r.body, ">Trip planning<") != 2 {
 		t.Errorf("rename response should update the sidebar and the header: %s", r.body)
 	}
 	if r := admin.get("/s/" + id); !strings.Contains(r.body, `data-testid="session-title">Trip planning</h1>`) {

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/a-h/templ"
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
@@ -30,6 +31,25 @@ type clientFrame struct {
 	// Memory chips: undo names a memory its chat saved, accept/reject a suggestion.
 	Memory     string `json:"memory"`
 	Suggestion string `json:"suggestion"`
+	// Nonce names a composer send: the answer (FrameSendResult) carries it back, and
+	// the composer keeps its text until that answer says the message was accepted.
+	Nonce string `json:"nonce"`
+}
+
+// maxNonceLen bounds the send id that is echoed back to the browser.
+const maxNonceLen = 64
+
+// validNonce reports whether a send id is short and plain (letters, digits, - and _).
+func validNonce(n string) bool {
+	if len(n) > maxNonceLen {
+		return false
+	}
+	for _, r := range n {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // checkOrigin refuses cross-site websocket handshakes (the login cookie would otherwise
@@ -165,6 +185,10 @@ func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss s
 			notify("Unknown request type; nothing was saved.")
 			continue
 		}
+		if !validNonce(f.Nonce) {
+			notify("The message could not be read (the send id must be at most 64 letters, digits, - or _); nothing was saved.")
+			continue
+		}
 		// Once the login ended, frames are dropped until the writer has sent the notice
 		// and the close frame and closed the connection (which ends this loop).
 		select {
@@ -179,12 +203,16 @@ func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss s
 		}
 		if err != nil {
 			s.Log.Error("web: websocket login check", "session", ss.ID, "err", err)
-			notify(errs.Message(err))
+			if f.Type == "send" {
+				answerSend(cl, f.Nonce, err)
+			} else {
+				notify(errs.Message(err))
+			}
 			continue
 		}
 		switch f.Type {
 		case "send":
-			s.handleSend(c, u, ss.ID, f.Text, f.Attach, notify)
+			answerSend(cl, f.Nonce, s.handleSend(c, u, ss.ID, f.Text, f.Attach))
 		case "stop":
 			s.Agent.Stop(ss.ID)
 		case "undo", "accept", "reject":
@@ -193,27 +221,47 @@ func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss s
 	}
 }
 
+// answerSend tells the sending tab whether its message was accepted (err == nil) or
+// why not, in one frame: the refusal's reason goes to #notice, and the result lets the
+// composer clear itself only after an accepted send. Sends without a nonce (not from
+// the composer) get the notice only. It waits for room in the client's queue (a lost
+// answer would leave the composer waiting), but not past the write timeout.
+func answerSend(cl *client, nonce string, err error) {
+	var comps []templ.Component
+	if err != nil {
+		comps = append(comps, views.FrameNotice(errs.Message(err)))
+	}
+	if nonce != "" {
+		comps = append(comps, views.FrameSendResult(nonce, err == nil))
+	}
+	if len(comps) == 0 {
+		return
+	}
+	select {
+	case cl.send <- renderFrame(comps...):
+	case <-cl.closed:
+	case <-time.After(wsWriteWait):
+	}
+}
+
 // handleSend starts a turn for u, the login's user as just re-checked. The session is
 // re-read so a model change or a deletion since the socket opened is seen. Attached
-// MCP resources are read and put before the text.
-func (s *Server) handleSend(c echo.Context, u store.User, sessionID, text string, attach []string, notify func(string)) {
+// MCP resources are read and put before the text. An error says why nothing was sent.
+func (s *Server) handleSend(c echo.Context, u store.User, sessionID, text string, attach []string) error {
 	ctx := c.Request().Context()
 	ss, err := s.Store.SessionForOwner(ctx, sessionID, u.ID)
 	if err != nil {
-		notify(errs.Message(err))
-		return
+		return err
 	}
 	full, err := s.withAttachments(ctx, text, attach)
 	if err != nil {
-		notify(errs.Message(err))
-		return
+		return err
 	}
 	if err := s.Agent.Send(ctx, ss, full); err != nil {
 		if errs.Code(err) == errs.Internal {
 			s.Log.Error("web: send", "session", ss.ID, "err", err)
 		}
-		notify(errs.Message(err))
-		return
+		return err
 	}
 	if ss.Title == "" {
 		// The first line is the title until the model writes one (agent.Config.GenerateTitles).
@@ -226,6 +274,7 @@ func (s *Server) handleSend(c echo.Context, u store.User, sessionID, text string
 			s.Hub.broadcastTo(ss.ID, renderFrame(views.FrameSessionTitle(sessionItem(ss, ss.ID))))
 		}
 	}
+	return nil
 }
 
 // firstLine returns the first line of text, cut to n characters.

@@ -18,8 +18,10 @@ import (
 )
 
 // New starts a browser with a fresh profile and returns its context (closed when the
-// test ends) and the collector of console errors and uncaught exceptions.
-func New(t testing.TB, width, height int) (context.Context, *Problems) {
+// test ends) and the collector of console errors and uncaught exceptions. Extra
+// allocator options go last, e.g. chromedp.Env("TZ=Asia/Tokyo") for a browser in
+// another time zone.
+func New(t testing.TB, width, height int, extra ...chromedp.ExecAllocatorOption) (context.Context, *Problems) {
 	t.Helper()
 	path := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -43,6 +45,7 @@ func New(t testing.TB, width, height int) (context.Context, *Problems) {
 		chromedp.Flag("disable-quic", true),
 		chromedp.WindowSize(width, height),
 	)
+	opts = append(opts, extra...)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
 	ctx, cancel2 := chromedp.NewContext(actx)
