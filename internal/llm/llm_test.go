@@ -16,7 +16,10 @@ import (
 	"atrium/internal/llm/llmtest"
 )
 
-const testTimeout = 200 * time.Millisecond
+// testTimeout is the providers' start and idle timeouts in these tests: 1 s, so that a
+// loaded machine (load 40) never stalls a scripted 30 ms chunk gap past it, while the
+// four stall tests stay quick.
+const testTimeout = time.Second
 
 // newProvider returns a provider of kind talking to srv with short timeouts.
 func newProvider(t *testing.T, kind string, srv *llmtest.Server, key string) llm.Provider {

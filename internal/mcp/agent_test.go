@@ -328,9 +328,7 @@ func TestAgentStdioKill(t *testing.T) {
 	applied := time.Now()
 	c.sup.Apply(context.Background(), []mcp.ServerConfig{everythingStdio(node, "everything")})
 	c.waitState(t, "everything", 30*time.Second, mcp.StateReady)
-	// Recovery is a restart of the server, so on a loaded machine it may take as long as
-	// the first start did; the bound is 3 s or that start plus 1 s, whichever is longer.
-	recoverBound := max(3*time.Second, time.Since(applied)+time.Second)
+	recoverBound := restartBound(time.Since(applied))
 
 	// The model: after a tool result it answers; otherwise a user message
 	// starting with "slow" calls the long-running operation, and any other

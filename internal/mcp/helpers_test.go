@@ -247,3 +247,10 @@ func waitGone(tb testing.TB, pid int, timeout time.Duration) {
 	tb.Helper()
 	testkit.Eventually(tb, timeout, fmt.Sprintf("process %d to be gone after it was killed", pid), func() bool { return processGone(pid) })
 }
+
+// restartBound is how long recovering from a killed stdio server may take: 3 s (the
+// documented figure, on a quiet machine), or twice the first start where the machine
+// is so loaded that starting Node took longer (a restart is a start, plus the backoff).
+func restartBound(firstStart time.Duration) time.Duration {
+	return max(3*time.Second, 2*firstStart)
+}
