@@ -249,3 +249,37 @@ func TestSandboxSettingsPersist(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSandboxStart measures Apply → ready for server-filesystem over stdio, with
+// and without the sandbox (the sandbox adds one exec of the wrapper and the Landlock
+// set-up). Each iteration starts a fresh server and stops it.
+//
+//	go test -run '^$' -bench SandboxStart -benchtime 5x ./internal/mcp
+func BenchmarkSandboxStart(b *testing.B) {
+	node := needNode(b)
+	needLandlock(b)
+	for _, sandboxed := range []bool{false, true} {
+		name := "plain"
+		if sandboxed {
+			name = "sandboxed"
+		}
+		b.Run(name, func(b *testing.B) {
+			h := newHarness(b)
+			self, err := os.Executable()
+			if err != nil {
+				b.Fatal(err)
+			}
+			h.sup.SelfExe, h.sup.SandboxDir = self, b.TempDir()
+			root := b.TempDir()
+			cfg := mcp.ServerConfig{Name: "fs", Transport: mcp.TransportStdio, Command: node, Args: []string{filesystemJS(), root}, Enabled: true,
+				Sandbox: sandboxed, ReadPaths: []string{filepath.Join(testdataDir, "node_modules"), root}}
+			for b.Loop() {
+				h.sup.Apply(context.Background(), []mcp.ServerConfig{cfg})
+				h.waitState(b, "fs", 30*time.Second, mcp.StateReady)
+				b.StopTimer()
+				h.sup.Apply(context.Background(), nil)
+				b.StartTimer()
+			}
+		})
+	}
+}
