@@ -19,9 +19,15 @@ import (
 
 	"atrium/internal/app"
 	"atrium/internal/config"
+	"atrium/internal/sandbox"
 )
 
 func main() {
+	// The sandbox wrapper of a local MCP server: restrict, then exec the server. First,
+	// before signal handlers or anything else that the exec would throw away.
+	if len(os.Args) > 1 && os.Args[1] == sandbox.Subcommand {
+		os.Exit(sandbox.Main(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, nil)

@@ -237,6 +237,11 @@ type MCPServerItem struct {
 	AllowTools, DenyTools []string
 	CallTimeout           int    // seconds, 0 = default
 	SecretsError          string // the sealed secrets could not be opened
+	// Sandbox is the stdio server's sandbox line ("sandboxed (Landlock ABI 7)", "not
+	// sandboxed: kernel lacks Landlock", "off"); "" for remote servers.
+	Sandbox               string
+	ReadPaths, WritePaths []string
+	SandboxOn, NetworkOn  bool
 }
 
 // MCPForm refills an add (ID 0) or edit form after a failed submit.
@@ -244,6 +249,8 @@ type MCPForm struct {
 	ID                                                     int64
 	Name, Transport, Command, Args, Env, Dir, URL, Headers string
 	AllowTools, DenyTools, Timeout                         string
+	ReadPaths, WritePaths                                  string // one per line
+	Sandbox, Network                                       bool
 	Error                                                  string
 }
 

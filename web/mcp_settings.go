@@ -15,6 +15,7 @@ import (
 	"atrium/internal/crypto"
 	"atrium/internal/errs"
 	"atrium/internal/mcp"
+	"atrium/internal/sandbox"
 	"atrium/internal/store"
 	"atrium/views"
 )
@@ -205,6 +206,10 @@ func (s *Server) mcpView(ctx context.Context, form views.MCPForm, notice string)
 			Command: cfg.Command, Args: shownArgs, Dir: cfg.Dir, URL: shownURL,
 			AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeout: int(cfg.CallTimeout / time.Second),
 			TokenHint: crypto.Hint(cfg.BearerToken)}
+		if row.Transport == store.MCPStdio {
+			it.Sandbox, it.SandboxOn, it.NetworkOn = sandboxLine(cfg), cfg.Sandbox, cfg.Network
+			it.ReadPaths, it.WritePaths = cfg.ReadPaths, cfg.WritePaths
+		}
 		if cerr != nil {
 			it.SecretsError = "The stored secrets of this server cannot be read (was the master key changed?). Enter them again and save."
 			if s.MCP != nil && row.Enabled {
@@ -221,6 +226,14 @@ func (s *Server) mcpView(ctx context.Context, form views.MCPForm, notice string)
 		out.Servers = append(out.Servers, it)
 	}
 	return out, nil
+}
+
+// sandboxLine says whether a stdio server runs sandboxed on this kernel.
+func sandboxLine(cfg mcp.ServerConfig) string {
+	if !cfg.Sandbox {
+		return "off"
+	}
+	return sandbox.Check().Describe(cfg.SandboxPolicy(""))
 }
 
 // secretHint is crypto.Hint, never empty for a set value.
@@ -326,6 +339,10 @@ func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerC
 		AllowTools: c.FormValue("allow_tools"),
 		DenyTools:  c.FormValue("deny_tools"),
 		Timeout:    strings.TrimSpace(c.FormValue("timeout")),
+		ReadPaths:  c.FormValue("read_paths"),
+		WritePaths: c.FormValue("write_paths"),
+		Sandbox:    c.FormValue("sandbox") == "on",
+		Network:    c.FormValue("network") == "on",
 	}
 	cfg := mcp.ServerConfig{Name: f.Name, Transport: mcp.Transport(f.Transport), Enabled: true,
 		AllowTools: toolList(f.AllowTools), DenyTools: toolList(f.DenyTools)}
@@ -337,6 +354,8 @@ func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerC
 	// Only the fields of the chosen transport count; the form shows both sets.
 	if cfg.Transport == mcp.TransportStdio {
 		cfg.Command, cfg.Dir = f.Command, f.Dir
+		cfg.Sandbox, cfg.Network = f.Sandbox, f.Network
+		cfg.ReadPaths, cfg.WritePaths = lines(f.ReadPaths), lines(f.WritePaths)
 		for _, a := range strings.Split(strings.ReplaceAll(f.Args, "\r\n", "\n"), "\n") {
 			if strings.TrimSpace(a) != "" {
 				cfg.Args = append(cfg.Args, strings.TrimRight(a, "\r"))

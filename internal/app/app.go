@@ -190,6 +190,8 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	a.Agent.Subscribe(trace.NewConsumer(a.Recorder, log))
 	a.Agent.Subscribe(a.Hub.RunLinks())
 	a.MCP = mcp.NewSupervisor(a.Tools, log, nil)
+	// Sandboxed servers' private homes live with the data, so they work without a HOME.
+	a.MCP.SandboxDir = filepath.Join(cfg.DataDir, "mcp-sandbox")
 	if a.lock != nil {
 		// Kill the stdio servers a crashed predecessor left running, before starting ours.
 		for _, f := range mcp.ChildFiles(a.lock.dir, a.lock.alive) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"atrium/internal/errs"
+	"atrium/internal/sandbox"
 	"atrium/internal/tools"
 )
 
@@ -46,6 +47,14 @@ type ServerConfig struct {
 	AllowTools  []string      // if non-empty only these tools are exposed
 	DenyTools   []string      // these are never exposed
 	CallTimeout time.Duration // 0 → 20s (10–30s, the tool registry's bounds)
+
+	// Sandbox runs a stdio server under Landlock (internal/sandbox): besides the system
+	// directories it may read ReadPaths, change WritePaths, its Dir and a private HOME,
+	// and open TCP connections only with Network. Off for servers saved before it existed.
+	Sandbox    bool
+	ReadPaths  []string
+	WritePaths []string
+	Network    bool
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
@@ -90,6 +99,19 @@ func (c ServerConfig) Validate() error {
 		}
 	default:
 		return errs.E(errs.Invalid, "Server %q: the transport must be stdio, http or sse.", c.Name)
+	}
+	if (c.Sandbox || c.Network || len(c.ReadPaths) > 0 || len(c.WritePaths) > 0) && c.Transport != TransportStdio {
+		return errs.E(errs.Invalid, "Server %q: only a local (stdio) server can be sandboxed.", c.Name)
+	}
+	for _, p := range append(slices.Clone(c.ReadPaths), c.WritePaths...) {
+		if err := sandbox.CheckPath(p); err != nil {
+			return errs.E(errs.Invalid, "Server %q: %s.", c.Name, err)
+		}
+	}
+	if c.Sandbox && c.Dir != "" {
+		if err := sandbox.CheckPath(c.Dir); err != nil {
+			return errs.E(errs.Invalid, "Server %q: the working directory of a sandboxed server: %s.", c.Name, err)
+		}
 	}
 	if c.CallTimeout != 0 && (c.CallTimeout < tools.MinTimeout || c.CallTimeout > tools.MaxTimeout) {
 		return errs.E(errs.Invalid, "Server %q: the call timeout must be between %s and %s.", c.Name, tools.MinTimeout, tools.MaxTimeout)
@@ -169,6 +191,18 @@ func redact(s string, secrets []string) string {
 		s = strings.ReplaceAll(s, v, RedactedValue)
 	}
 	return s
+}
+
+// SandboxPolicy is what a sandboxed server may touch beyond the system directories.
+// home, when not empty, is its private writable HOME.
+func (c ServerConfig) SandboxPolicy(home string) sandbox.Policy {
+	p := sandbox.Policy{ReadOnly: slices.Clone(c.ReadPaths), ReadWrite: slices.Clone(c.WritePaths), Network: c.Network}
+	for _, d := range []string{c.Dir, home} {
+		if d != "" && !slices.Contains(p.ReadWrite, d) {
+			p.ReadWrite = append(p.ReadWrite, d)
+		}
+	}
+	return p
 }
 
 func (c ServerConfig) String() string {

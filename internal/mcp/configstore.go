@@ -43,6 +43,10 @@ type configJSON struct {
 	AllowTools    []string `json:"allow_tools,omitempty"`
 	DenyTools     []string `json:"deny_tools,omitempty"`
 	CallTimeoutMS int64    `json:"call_timeout_ms,omitempty"`
+	Sandbox       bool     `json:"sandbox,omitempty"` // absent in servers saved before the sandbox: off
+	ReadPaths     []string `json:"read_paths,omitempty"`
+	WritePaths    []string `json:"write_paths,omitempty"`
+	Network       bool     `json:"network,omitempty"`
 }
 
 // secretsJSON is sealed into MCPServer.SecretsSealed.
@@ -64,7 +68,8 @@ func SecretsAD(id int64) []byte {
 func Row(cfg ServerConfig) store.MCPServer {
 	u, args, _ := splitCredentials(cfg)
 	c := configJSON{Command: cfg.Command, Args: args, Dir: cfg.Dir, URL: u,
-		AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeoutMS: cfg.CallTimeout.Milliseconds()}
+		AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeoutMS: cfg.CallTimeout.Milliseconds(),
+		Sandbox: cfg.Sandbox, ReadPaths: cfg.ReadPaths, WritePaths: cfg.WritePaths, Network: cfg.Network}
 	b, _ := json.Marshal(c) // cannot fail: strings and numbers
 	return store.MCPServer{ID: cfg.ID, Name: cfg.Name, Transport: string(cfg.Transport), Config: b, Enabled: cfg.Enabled}
 }
@@ -122,6 +127,7 @@ func (cs *ConfigStore) Config(ctx context.Context, row store.MCPServer) (ServerC
 	cfg.Command, cfg.Args, cfg.Dir, cfg.URL = c.Command, c.Args, c.Dir, c.URL
 	cfg.AllowTools, cfg.DenyTools = c.AllowTools, c.DenyTools
 	cfg.CallTimeout = time.Duration(c.CallTimeoutMS) * time.Millisecond
+	cfg.Sandbox, cfg.ReadPaths, cfg.WritePaths, cfg.Network = c.Sandbox, c.ReadPaths, c.WritePaths, c.Network
 	if len(row.SecretsSealed) == 0 {
 		return cfg, nil
 	}

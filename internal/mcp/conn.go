@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +22,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"atrium/internal/sandbox"
 )
 
 // killGrace is how long a stdio child's process group has between SIGTERM and SIGKILL.
@@ -287,6 +290,14 @@ func (s *server) startStdio(ctx context.Context, c *conn) error {
 	if err != nil {
 		return fmt.Errorf("stderr pipe: %w", err)
 	}
+	command, args, env := s.cfg.Command, s.cfg.Args, childEnv(nil, s.cfg.Env)
+	if s.cfg.Sandbox {
+		if command, args, env, err = s.sandboxed(); err != nil {
+			r.Close()
+			w.Close()
+			return err
+		}
+	}
 	var cmd *exec.Cmd
 	cmdFunc := func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
 		cmd = exec.CommandContext(ctx, command, args...)
@@ -298,7 +309,7 @@ func (s *server) startStdio(ctx context.Context, c *conn) error {
 		cmd.WaitDelay = killGrace
 		return cmd, nil
 	}
-	tr := transport.NewStdioWithOptions(s.cfg.Command, childEnv(s.cfg.Env), s.cfg.Args,
+	tr := transport.NewStdioWithOptions(command, env, args,
 		transport.WithCommandFunc(cmdFunc), transport.WithCommandLogger(newTransportLog(s.log, s.secrets)))
 	cl := client.NewClient(tr)
 	err = cl.Start(ctx)
@@ -325,21 +336,41 @@ func (s *server) startStdio(ctx context.Context, c *conn) error {
 }
 
 // childEnv is the environment of a stdio child: PATH and HOME from Atrium's
-// own, then the configured variables (which may override them). Nothing else
-// is inherited, so provider keys and the master key never reach a child.
-func childEnv(cfg map[string]string) []string {
+// own, then defaults, then the configured variables (which may override them).
+// Nothing else is inherited, so provider keys and the master key never reach a child.
+func childEnv(defaults, cfg map[string]string) []string {
 	env := map[string]string{}
 	for _, k := range []string{"PATH", "HOME"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env[k] = v
 		}
 	}
+	maps.Copy(env, defaults)
 	maps.Copy(env, cfg)
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		out = append(out, k+"="+env[k])
 	}
 	return out
+}
+
+// sandboxed returns the command line and environment that start the server through
+// Atrium's sandbox-exec, with a private HOME and TMPDIR it may write to.
+func (s *server) sandboxed() (string, []string, []string, error) {
+	if s.sup.SelfExe == "" {
+		return "", nil, nil, errors.New("sandbox: Atrium's own executable is unknown, so it cannot start the server sandboxed")
+	}
+	var home string
+	defaults := map[string]string{}
+	if s.sup.SandboxDir != "" {
+		home = filepath.Join(s.sup.SandboxDir, s.cfg.Name)
+		if err := os.MkdirAll(filepath.Join(home, "tmp"), 0o700); err != nil {
+			return "", nil, nil, fmt.Errorf("sandbox: private home: %w", err)
+		}
+		defaults["HOME"], defaults["TMPDIR"] = home, filepath.Join(home, "tmp")
+	}
+	self, args := sandbox.Args(s.sup.SelfExe, s.cfg.SandboxPolicy(home), s.cfg.Command, s.cfg.Args)
+	return self, args, childEnv(defaults, s.cfg.Env), nil
 }
 
 // startHTTP opens a streamable HTTP or SSE connection with the configured

@@ -8,8 +8,9 @@ package mcp
 //	  "remote": {"url": "https://example.com/mcp", "type": "http", "headers": {"Authorization": "Bearer t"}}
 //	}}
 //
-// Atrium adds "disabled" (as Cline does), "allowTools", "denyTools" and
-// "callTimeoutMs"; other tools ignore them. A paste is all or nothing: any error
+// Atrium adds "disabled" (as Cline does), "allowTools", "denyTools",
+// "callTimeoutMs" and "sandbox" ({"enabled": true, "readPaths": […],
+// "writePaths": […], "network": false}); other tools ignore them. A paste is all or nothing: any error
 // and ParseServersJSON returns no servers, so the caller applies nothing.
 
 import (
@@ -42,6 +43,15 @@ type jsonServer struct {
 	AllowTools    []string          `json:"allowTools,omitempty"`
 	DenyTools     []string          `json:"denyTools,omitempty"`
 	CallTimeoutMS int64             `json:"callTimeoutMs,omitempty"`
+	Sandbox       *jsonSandbox      `json:"sandbox,omitempty"`
+}
+
+// jsonSandbox is a stdio server's sandbox settings (ServerConfig.Sandbox and its paths).
+type jsonSandbox struct {
+	Enabled    bool     `json:"enabled"`
+	ReadPaths  []string `json:"readPaths,omitempty"`
+	WritePaths []string `json:"writePaths,omitempty"`
+	Network    bool     `json:"network"`
 }
 
 // ExportServersJSON writes cfgs in the mcpServers format: indented, servers and map
@@ -66,6 +76,9 @@ func ExportServersJSON(cfgs []ServerConfig, withSecrets bool) ([]byte, error) {
 			AllowTools:    c.AllowTools,
 			DenyTools:     c.DenyTools,
 			CallTimeoutMS: c.CallTimeout.Milliseconds(),
+		}
+		if c.Sandbox || c.Network || len(c.ReadPaths) > 0 || len(c.WritePaths) > 0 {
+			s.Sandbox = &jsonSandbox{Enabled: c.Sandbox, ReadPaths: c.ReadPaths, WritePaths: c.WritePaths, Network: c.Network}
 		}
 		u, args := c.URL, c.Args
 		if !withSecrets {
@@ -262,6 +275,7 @@ type serverFields struct {
 	Env, Headers                       map[string]string
 	Disabled                           bool
 	CallTimeoutMS                      int64
+	Sandbox                            *jsonSandbox
 }
 
 // server reads one server; on a problem it records it and returns false.
@@ -301,6 +315,8 @@ func (p *parser) server(m member) (ServerConfig, bool) {
 			dst, want = &f.Disabled, "true or false"
 		case "callTimeoutMs":
 			dst, want = &f.CallTimeoutMS, "a whole number of milliseconds"
+		case "sandbox":
+			dst, want = &f.Sandbox, `an object like {"enabled": true, "readPaths": ["/srv/data"], "writePaths": [], "network": false}`
 		default:
 			continue // unknown fields are other tools' business
 		}
@@ -318,6 +334,9 @@ func (p *parser) server(m member) (ServerConfig, bool) {
 
 	c := ServerConfig{Enabled: !f.Disabled, AllowTools: f.AllowTools, DenyTools: f.DenyTools,
 		CallTimeout: time.Duration(f.CallTimeoutMS) * time.Millisecond}
+	if sb := f.Sandbox; sb != nil {
+		c.Sandbox, c.ReadPaths, c.WritePaths, c.Network = sb.Enabled, sb.ReadPaths, sb.WritePaths, sb.Network
+	}
 	name, err := normaliseName(m.key)
 	if err != "" {
 		p.failServer(m, "%s", err)

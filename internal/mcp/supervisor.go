@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -86,6 +88,13 @@ type Supervisor struct {
 	// Children records the stdio children's process groups for the next start to reap
 	// after a crash; nil records nothing. Set before Apply.
 	Children *ChildFile
+	// SelfExe is Atrium's own executable, which runs sandboxed servers through its
+	// sandbox-exec subcommand; default os.Executable().
+	SelfExe string
+	// SandboxDir holds a private HOME (and TMPDIR) per sandboxed server, the only place
+	// besides its configured paths where it may write (npx keeps its cache there);
+	// default the user's cache directory + "/atrium/mcp-sandbox".
+	SandboxDir string
 
 	reg      *tools.Registry
 	log      *slog.Logger
@@ -111,7 +120,14 @@ func NewSupervisor(reg *tools.Registry, log *slog.Logger, onChange func(Status))
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	self, _ := os.Executable()
+	sandboxDir := ""
+	if d, err := os.UserCacheDir(); err == nil {
+		sandboxDir = filepath.Join(d, "atrium", "mcp-sandbox")
+	}
 	return &Supervisor{
+		SelfExe:        self,
+		SandboxDir:     sandboxDir,
 		PingInterval:   10 * time.Second,
 		PingTimeout:    5 * time.Second,
 		ConnectTimeout: 30 * time.Second,
@@ -295,6 +311,8 @@ func cloneConfig(c ServerConfig) ServerConfig {
 	c.Headers = cloneMap(c.Headers)
 	c.AllowTools = cloneSlice(c.AllowTools)
 	c.DenyTools = cloneSlice(c.DenyTools)
+	c.ReadPaths = cloneSlice(c.ReadPaths)
+	c.WritePaths = cloneSlice(c.WritePaths)
 	return c
 }
 
