@@ -69,7 +69,14 @@ func TestSearchOnlyOwnChats(t *testing.T) {
 	if strings.Contains(r.body, "station") || strings.Contains(r.body, mine) {
 		t.Error("bob's search shows the admin's chat")
 	}
-	// The plain page (no JS) is as strict.
+	// Without JS the box's form opens the page: the query kept in its field, the same hits.
+	r = admin.get("/search?q=zebra")
+	wantStatus(t, r, http.StatusOK)
+	if !strings.Contains(r.body, `value="zebra"`) || strings.Join(hitList(r.body), ",") != mine+"#1" ||
+		!strings.Contains(r.body, `href="/s/`+mine+`?at=1#msg-1"`) || !strings.Contains(r.body, `id="chat-search"`) {
+		t.Errorf("the search page lacks the query, the hit or its link:\n%.2000s", r.body)
+	}
+	// The plain page is as strict.
 	r = bob.get("/search?q=crossing")
 	wantStatus(t, r, http.StatusOK)
 	if strings.Contains(r.body, "station") || !strings.Contains(r.body, `data-testid="search-none"`) {
