@@ -592,11 +592,29 @@
     showProblem('Could not reach Atrium. Check your connection and try again.');
   });
 
+  // (9) A chat opened at a search result (?at=) shows that message, highlighted by the
+  // server, instead of the bottom; "Load newer" pages may repeat messages that arrived
+  // live below them meanwhile, so the later copy of an id goes.
+  function jumpToTarget() {
+    var t = document.querySelector('#messages .msg.jump-target');
+    if (!t) return false;
+    t.scrollIntoView({ block: 'center' });
+    stickToBottom = false;
+    return true;
+  }
+  document.addEventListener('htmx:afterSettle', function () {
+    var seen = {};
+    document.querySelectorAll('#messages > article.msg[id]').forEach(function (m) {
+      if (seen[m.id]) m.remove();
+      else seen[m.id] = true;
+    });
+  });
+
   function start() {
     afterSwaps();
     placeSide();
     watchChat();
-    if (document.getElementById('messages')) scrollToBottom();
+    if (document.getElementById('messages') && !jumpToTarget()) scrollToBottom();
     var ta = document.querySelector('#composer textarea[name=text]');
     if (ta && window.matchMedia('(min-width: 721px)').matches) ta.focus();
   }

@@ -75,6 +75,7 @@ type Message struct {
 	// a placeholder instead, which FrameRunLink fills when the live run has ended.
 	SessionID, RunID string
 	RunPending       bool
+	Target           bool // the message a search result opened the chat at (highlighted)
 }
 
 // Saved-memory chip states.
@@ -129,6 +130,8 @@ type Chat struct {
 	Sessions        SessionList
 	Messages        []Message
 	OlderCursor     int64 // seq of the first shown message when older ones exist, else 0
+	NewerCursor     int64 // seq of the last shown message when newer ones exist (opened at an old message), else 0
+	At              int64 // the message the chat was opened at (a search result), else 0
 	Live            *LiveMessage
 	RunState        string // idle|streaming|queued ("" means idle)
 	Models          []ModelOption

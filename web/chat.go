@@ -27,7 +27,7 @@ func (s *Server) showChat(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	chat, err := s.chatView(ctx, ss, s.Hub.Snapshot(ss.ID))
+	chat, err := s.chatViewAt(ctx, ss, s.Hub.Snapshot(ss.ID), atParam(c))
 	if err != nil {
 		return err
 	}

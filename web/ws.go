@@ -97,7 +97,7 @@ func (s *Server) chatSocket(c echo.Context) error {
 	u, _ := currentUser(c)
 	defer s.openSocket(token, u, cl, false, true)()
 	s.Hub.subscribe(ss.ID, cl, func(snap Snapshot) []byte {
-		chat, err := s.chatView(ctx, ss, snap)
+		chat, err := s.chatViewAt(ctx, ss, snap, atParam(c))
 		if err != nil {
 			s.Log.Error("web: websocket snapshot", "session", ss.ID, "err", err)
 			return nil

@@ -26,7 +26,7 @@ func CleanTitle(t string) string {
 		switch {
 		case r == '\t' || r == '\n' || r == '\r':
 			return ' '
-		case unicode.IsControl(r), isBidiControl(r), r == utf8.RuneError:
+		case unicode.IsControl(r), IsBidiControl(r), r == utf8.RuneError:
 			return -1
 		}
 		return r
@@ -38,9 +38,9 @@ func CleanTitle(t string) string {
 	return t
 }
 
-// isBidiControl reports the explicit bidi formatting characters: embeddings and
+// IsBidiControl reports the explicit bidi formatting characters: embeddings and
 // overrides (U+202A–U+202E), isolates (U+2066–U+2069) and the marks LRM, RLM and ALM.
-func isBidiControl(r rune) bool {
+func IsBidiControl(r rune) bool {
 	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == 0x200E || r == 0x200F || r == 0x061C
 }
 

@@ -1,0 +1,77 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// MessagesAround returns the whole turns around message seq (a turn starts at a user
+// message and runs to the next one): about limit/2 messages before and after it, widened
+// to turn boundaries so that no tool call is shown without its result. It reports
+// whether older and newer messages exist outside the window. It is what a search result
+// opens when its message is older than the chat's latest page. Limits as for
+// LatestMessages; an unknown session or seq yields no messages.
+func (db *DB) MessagesAround(ctx context.Context, sessionID string, seq int64, limit int) (msgs []Message, hasOlder, hasNewer bool, err error) {
+	if limit <= 0 {
+		limit = DefaultMessagePage
+	}
+	limit = min(limit, MaxMessagePage)
+	half := int64(limit / 2)
+	// The window starts at the turn holding seq-half and ends before the first turn that
+	// starts after seq+half.
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
+		WHERE session_id = ?1
+			AND seq >= coalesce((SELECT max(seq) FROM messages WHERE session_id = ?1 AND role = 'user' AND seq <= ?2 - ?3), 1)
+			AND seq < coalesce((SELECT min(seq) FROM messages WHERE session_id = ?1 AND role = 'user' AND seq > ?2 + ?3), 9223372036854775807)
+			AND EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND seq = ?2)
+		ORDER BY seq LIMIT ?4`, sessionID, seq, half, MaxMessagePage)
+	if err != nil {
+		return nil, false, false, fmt.Errorf("store: messages around: %w", err)
+	}
+	if msgs, err = scanAll(rows, scanMessage); err != nil {
+		return nil, false, false, fmt.Errorf("store: messages around: %w", err)
+	}
+	if len(msgs) == 0 {
+		return nil, false, false, nil
+	}
+	err = db.pool.QueryRowContext(ctx, `SELECT
+		EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND seq < ?2),
+		EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND seq > ?3)`,
+		sessionID, msgs[0].Seq, msgs[len(msgs)-1].Seq).Scan(&hasOlder, &hasNewer)
+	if err != nil {
+		return nil, false, false, fmt.Errorf("store: messages around: %w", err)
+	}
+	return msgs, hasOlder, hasNewer, nil
+}
+
+// MessagesAfterPage returns about limit messages after afterSeq, ascending, ending at a
+// turn boundary (before a user message, or at the chat's end), and whether newer ones
+// exist: the "Load newer" page of a chat opened at a search result. Limits as for
+// LatestMessages.
+func (db *DB) MessagesAfterPage(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Message, bool, error) {
+	if limit <= 0 {
+		limit = DefaultMessagePage
+	}
+	limit = min(limit, MaxMessagePage)
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
+		WHERE session_id = ?1 AND seq > ?2
+			AND seq < coalesce((SELECT min(seq) FROM messages WHERE session_id = ?1 AND role = 'user' AND seq > ?2 + ?3), 9223372036854775807)
+		ORDER BY seq LIMIT ?4`, sessionID, afterSeq, limit, MaxMessagePage)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: messages after page: %w", err)
+	}
+	msgs, err := scanAll(rows, scanMessage)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: messages after page: %w", err)
+	}
+	last := afterSeq
+	if len(msgs) > 0 {
+		last = msgs[len(msgs)-1].Seq
+	}
+	var hasNewer bool
+	if err := db.pool.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = ? AND seq > ?)`,
+		sessionID, last).Scan(&hasNewer); err != nil {
+		return nil, false, fmt.Errorf("store: messages after page: %w", err)
+	}
+	return msgs, hasNewer, nil
+}
