@@ -48,6 +48,7 @@ func (s *Server) routes() *echo.Echo {
 	u.POST("/s/:id/prompt", s.usePrompt)
 	u.POST("/s/:id/memories/:mid/undo", s.undoSave)
 	u.POST("/runs/:rid/pin", s.pinRun)
+	u.GET("/runs/:rid/export", s.exportRun)
 	u.GET("/memories", s.showMemories)
 	u.POST("/memories", s.createMemory)
 	u.POST("/memories/delete", s.deleteMemories)
@@ -93,6 +94,13 @@ func (s *Server) routes() *echo.Echo {
 	am.POST("/:uid/reveal", s.revealMemories)
 	am.POST("/:uid/delete", s.adminDeleteMemories)
 	am.POST("/:uid/forget-all", s.adminForgetAll)
+
+	// Every user's runs: admins only, a 404 to everyone else, like the memories.
+	ar := u.Group("/settings/runs", s.hideFromNonAdmins)
+	ar.GET("", s.showAdminRuns)
+	ar.POST("/import", s.importRun)
+	ar.GET("/:rid", s.showAdminRun)
+	ar.POST("/:rid/reveal", s.revealRun)
 
 	e.RouteNotFound("/*", func(c echo.Context) error { return echo.ErrNotFound })
 	return e
