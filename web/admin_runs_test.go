@@ -100,6 +100,12 @@ func TestAdminRunsHiddenUntilReveal(t *testing.T) {
 		t.Fatalf("%d audit entries after refused reveals", n)
 	}
 
+	if r := admin.postRaw("/settings/runs/"+annRun+"/reveal", nil, nil); r.StatusCode != http.StatusForbidden {
+		t.Errorf("a reveal without the CSRF token: %d", r.StatusCode)
+	}
+	if n := len(env.auditAbout("ann")); n != 0 {
+		t.Fatalf("%d audit entries after a forged reveal", n)
+	}
 	wantRedirect(t, admin.post("/settings/runs/"+annRun+"/reveal", nil), "/settings/runs/"+annRun)
 	log := env.auditAbout("ann")
 	if len(log) != 1 || log[0].Action != store.AuditRevealRun || log[0].Detail != annRun || log[0].ActorID != env.userID("admin") {
@@ -145,19 +151,29 @@ func TestAdminRunsHiddenUntilReveal(t *testing.T) {
 
 // seedRuns writes n finished runs of owner, one a second from start, with
 // metadata varied by index: every 10th failed, every 3rd on model m-big and
-// calling the tool "search", lasting i % 20 seconds.
-func seedRuns(tb testing.TB, db *store.DB, owner int64, prefix string, start time.Time, n int) {
+// calling the tool "search", lasting i % 20 seconds; every 50th in session
+// when it is not "".
+func seedRuns(tb testing.TB, db *store.DB, owner int64, prefix string, start time.Time, n int, session ...string) {
+	tb.Helper()
+	seedRunsEvery(tb, db, owner, prefix, start, n, time.Second, session...)
+}
+
+// seedRunsEvery is seedRuns with runs every apart.
+func seedRunsEvery(tb testing.TB, db *store.DB, owner int64, prefix string, start time.Time, n int, every time.Duration, session ...string) {
 	tb.Helper()
 	const batch = 1000
 	for lo := 0; lo < n; lo += batch {
 		var runs []store.ImportedRun
 		for i := lo; i < min(n, lo+batch); i++ {
-			at := start.Add(time.Duration(i) * time.Second)
+			at := start.Add(time.Duration(i) * every)
 			r := store.ImportedRun{RunInfo: store.RunInfo{ID: prefix + itoa(int64(i)), OwnerID: owner, Model: "m-small",
 				Status: trace.StatusComplete, StartedAt: at, EndedAt: at.Add(time.Duration(i%20) * time.Second),
 				InputTokens: 100 + i, OutputTokens: 10, Steps: 1}}
 			if i%10 == 0 {
 				r.Status, r.Error = trace.StatusError, "model failed"
+			}
+			if len(session) > 0 && i%50 == 0 {
+				r.SessionID = session[0]
 			}
 			r.Spans = []store.ImportedSpan{{SpanRow: store.SpanRow{RunID: r.ID, Seq: 1, Kind: trace.KindContext, StartedAt: at, EndedAt: at}}}
 			if i%3 == 0 {
