@@ -74,7 +74,10 @@ func (db *DB) AllRuns(ctx context.Context, f RunFilter, after *RunCursor, limit 
 		order, key = `t.started_at DESC, t.run_id DESC`, `(t.started_at, t.run_id)`
 	}
 	add := func(cond string, a ...any) { where, args = append(where, cond), append(args, a...) }
-	if f.OwnerID != 0 {
+	switch {
+	case f.OwnerID != 0 && f.Tool != "":
+		add(`t.owner_id = ?`, f.OwnerID) // run_tools_owner: the user's calls of the tool, in order
+	case f.OwnerID != 0:
 		add(`r.owner_id = ?`, f.OwnerID)
 	}
 	if f.SessionID != "" {

@@ -35,16 +35,19 @@ CREATE INDEX runs_failed_started ON runs (started_at, id) WHERE status = 'error'
 -- The tools each run called, in the run's start order, kept by a trigger as
 -- tool-call spans are written: "runs that called tool X" then reads its page
 -- from this index instead of probing the spans of every run.
+-- owner_id (a run never changes owner) serves "this user's runs that called X".
 CREATE TABLE run_tools (
 	name       TEXT    NOT NULL,
 	started_at INTEGER NOT NULL,
 	run_id     TEXT    NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+	owner_id   INTEGER NOT NULL,
 	PRIMARY KEY (name, started_at, run_id)
 ) WITHOUT ROWID;
 CREATE INDEX run_tools_run ON run_tools (run_id);
-INSERT OR IGNORE INTO run_tools (name, started_at, run_id)
-	SELECT s.name, r.started_at, r.id FROM spans s JOIN runs r ON r.id = s.run_id WHERE s.kind = 'tool_call';
+CREATE INDEX run_tools_owner ON run_tools (name, owner_id, started_at, run_id);
+INSERT OR IGNORE INTO run_tools (name, started_at, run_id, owner_id)
+	SELECT s.name, r.started_at, r.id, r.owner_id FROM spans s JOIN runs r ON r.id = s.run_id WHERE s.kind = 'tool_call';
 CREATE TRIGGER run_tools_add AFTER INSERT ON spans WHEN NEW.kind = 'tool_call' BEGIN
-	INSERT OR IGNORE INTO run_tools (name, started_at, run_id)
-		SELECT NEW.name, r.started_at, r.id FROM runs r WHERE r.id = NEW.run_id;
+	INSERT OR IGNORE INTO run_tools (name, started_at, run_id, owner_id)
+		SELECT NEW.name, r.started_at, r.id, r.owner_id FROM runs r WHERE r.id = NEW.run_id;
 END;
