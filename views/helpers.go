@@ -306,6 +306,8 @@ func auditWhat(a MemoryAuditItem) string {
 		return "deleted " + itoa(a.Count) + " of your memories"
 	case "delete-all":
 		return "deleted all " + itoa(a.Count) + " of your memories"
+	case "reveal-run":
+		return "viewed the content of your run " + shortRunID(a.Run)
 	}
 	return a.Action
 }

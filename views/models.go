@@ -353,8 +353,9 @@ const ForgetAllWord = "forget everything"
 type MemoryAuditItem struct {
 	At     time.Time
 	Admin  string // "" when the admin's account was deleted
-	Action string // reveal|delete|delete-all
+	Action string // reveal|delete|delete-all|reveal-run
 	Count  int    // memories deleted (delete, delete-all) or shown (reveal)
+	Run    string // the run shown (reveal-run)
 }
 
 // MemoryKindCount is how many of a user's memories are of one kind.

@@ -230,6 +230,8 @@ func (s *Server) memoryAudit(ctx context.Context, owner int64) ([]views.MemoryAu
 		switch e.Action {
 		case store.AuditDelete:
 			it.Count = len(strings.Fields(e.Detail))
+		case store.AuditRevealRun:
+			it.Run = e.Detail
 		default:
 			it.Count, _ = strconv.Atoi(e.Detail)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"atrium/internal/errs"
 	"atrium/internal/store"
+	"atrium/internal/trace"
 )
 
 const (
@@ -78,6 +79,8 @@ func bodyLimit(route string) int64 {
 		return 2*maxChatsImportBytes + formBodyLimit
 	case "/settings/mcp/import":
 		return mcpImportLimit
+	case "/settings/runs/import": // one run export file
+		return trace.MaxRunImportBytes + formBodyLimit
 	}
 	return formBodyLimit
 }

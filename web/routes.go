@@ -63,6 +63,7 @@ func (s *Server) routes() *echo.Echo {
 	u.POST("/settings/account/theme", s.setTheme)
 	u.POST("/settings/account/instructions", s.setInstructions)
 	u.POST("/settings/account/password", s.changePassword)
+	u.GET("/runs/:rid/export", s.exportRun)
 	u.GET("/memories", s.showMemories)
 	u.POST("/memories", s.createMemory)
 	u.POST("/memories/delete", s.deleteMemories)
@@ -108,6 +109,13 @@ func (s *Server) routes() *echo.Echo {
 	am.POST("/:uid/reveal", s.revealMemories)
 	am.POST("/:uid/delete", s.adminDeleteMemories)
 	am.POST("/:uid/forget-all", s.adminForgetAll)
+
+	// Every user's runs: admins only, a 404 to everyone else, like the memories.
+	ar := u.Group("/settings/runs", s.hideFromNonAdmins)
+	ar.GET("", s.showAdminRuns)
+	ar.POST("/import", s.importRun)
+	ar.GET("/:rid", s.showAdminRun)
+	ar.POST("/:rid/reveal", s.revealRun)
 
 	e.RouteNotFound("/*", func(c echo.Context) error { return echo.ErrNotFound })
 	return e

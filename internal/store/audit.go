@@ -9,15 +9,16 @@ import (
 	"atrium/internal/errs"
 )
 
-// Audit actions: what an admin did to a user's memories.
+// Audit actions: what an admin did to a user's memories, or runs.
 const (
 	AuditReveal    = "reveal"
 	AuditDelete    = "delete"
 	AuditDeleteAll = "delete-all"
+	AuditRevealRun = "reveal-run" // detail: the run id
 )
 
-// AuditEntry is one line of the audit log. Detail is a count or memory ids,
-// never memory text. ActorName is filled by reads ("" once the actor's account
+// AuditEntry is one line of the audit log. Detail is a count, memory ids or a
+// run id, never memory text. ActorName is filled by reads ("" once the actor's account
 // is deleted, when ActorID is 0).
 type AuditEntry struct {
 	ID        int64
@@ -30,7 +31,7 @@ type AuditEntry struct {
 }
 
 func validAuditAction(a string) bool {
-	return a == AuditReveal || a == AuditDelete || a == AuditDeleteAll
+	return a == AuditReveal || a == AuditDelete || a == AuditDeleteAll || a == AuditRevealRun
 }
 
 // AddAudit appends e to the audit log and sets its ID and At (now).
