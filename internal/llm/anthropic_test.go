@@ -145,7 +145,7 @@ func TestAnthropicTimeoutsBreaksAndCancel(t *testing.T) {
 		start := time.Now()
 		_, err := newProvider(t, llm.KindAnthropic, srv, "").Stream(context.Background(), userRequest("hi"), nil)
 		wantKind(t, err, llm.KindTimeout)
-		if d := time.Since(start); d > time.Second {
+		if d := time.Since(start); d > testTimeout+2*time.Second { // the timeout fired, not a hang
 			t.Errorf("took %v", d)
 		}
 	})

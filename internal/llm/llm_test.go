@@ -282,13 +282,13 @@ func TestOpenAIStartTimeout(t *testing.T) {
 	start := time.Now()
 	_, err := p.Stream(context.Background(), userRequest("hi"), nil)
 	e := wantKind(t, err, llm.KindTimeout)
-	if e.Message != "The model did not start answering within 200ms." {
+	if e.Message != "The model did not start answering within 1s." {
 		t.Errorf("message = %q", e.Message)
 	}
 	if errors.Is(err, context.Canceled) {
 		t.Error("timeout must not look like a user cancel")
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > testTimeout+2*time.Second { // the timeout fired, not a hang
 		t.Errorf("took %v", d)
 	}
 }
@@ -302,13 +302,13 @@ func TestOpenAIIdleTimeoutKeepsPartialText(t *testing.T) {
 	start := time.Now()
 	resp, err := p.Stream(context.Background(), userRequest("count"), rec.on)
 	e := wantKind(t, err, llm.KindTimeout)
-	if !strings.Contains(e.Message, "200ms") {
+	if !strings.Contains(e.Message, "for 1s") {
 		t.Errorf("message = %q", e.Message)
 	}
 	if resp.Content != "one two " || len(rec.events) != 2 {
 		t.Errorf("partial = %q, events %d", resp.Content, len(rec.events))
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > testTimeout+2*time.Second { // the timeout fired, not a hang
 		t.Errorf("took %v", d)
 	}
 }
