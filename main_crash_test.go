@@ -243,7 +243,7 @@ func runBinary(t *testing.T, bin, data string) *proc {
 	ln.Close()
 	p := &proc{cmd: exec.Command(bin), url: "http://" + addr, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	p.cmd.Env = []string{"ATRIUM_ADDR=" + addr, "ATRIUM_DATA=" + data, "ATRIUM_LOG_LEVEL=info",
-		"ATRIUM_MEMORY_EXTRACT=false", "HOME=" + os.Getenv("HOME"), "PATH=" + os.Getenv("PATH")}
+		"ATRIUM_MEMORY_EXTRACT=false", "ATRIUM_GENERATE_TITLES=false", "HOME=" + os.Getenv("HOME"), "PATH=" + os.Getenv("PATH")}
 	p.cmd.Stderr = p.stderr
 	p.cmd.Stdout = p.stderr
 	start := time.Now()

@@ -43,6 +43,9 @@ func startAppLog(t testing.TB, env map[string]string, logw io.Writer) *runningAp
 		// The scripted fake model would get one more call after every reply.
 		env["ATRIUM_MEMORY_EXTRACT"] = "false"
 	}
+	if env["ATRIUM_GENERATE_TITLES"] == "" {
+		env["ATRIUM_GENERATE_TITLES"] = "false" // and one after each chat's first reply
+	}
 	if env["ATRIUM_LOG_LEVEL"] == "" {
 		env["ATRIUM_LOG_LEVEL"] = "warn"
 	}
