@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -44,4 +45,102 @@ func BenchmarkMessagesBefore(b *testing.B) {
 			b.Fatal(len(msgs), err)
 		}
 	}
+}
+
+// seedVariedTurns appends n tool turns of different lengths: turn i has i%4 steps, the
+// odd ones calling two tools, every call with the provider id "call_1". It returns
+// the messages as stored.
+func seedVariedTurns(tb testing.TB, db *store.DB, id string, n int) []store.Message {
+	tb.Helper()
+	ctx := context.Background()
+	for i := range n {
+		mustNil(tb, db.AppendMessage(ctx, &store.Message{SessionID: id, Role: store.RoleUser, Content: fmt.Sprintf("turn %d", i)}))
+		for s := range i % 4 {
+			calls := `[{"id":"call_1","name":"clock","arguments":"{}"}]`
+			if s%2 == 1 {
+				calls = `[{"id":"call_1","name":"clock","arguments":"{}"},{"id":"call_1","name":"echo","arguments":"{}"}]`
+			}
+			step := &store.Message{SessionID: id, Role: store.RoleAssistant, ToolCalls: []byte(calls)}
+			mustNil(tb, db.AppendMessage(ctx, step))
+			for k := range 1 + s%2 {
+				mustNil(tb, db.AppendMessage(ctx, &store.Message{SessionID: id, Role: store.RoleTool, ToolCallID: "call_1",
+					CallKey: store.ToolCallKey(step.ID, k), Content: "result"}))
+			}
+		}
+		mustNil(tb, db.AppendMessage(ctx, &store.Message{SessionID: id, Role: store.RoleAssistant, Content: "done"}))
+	}
+	all, err := db.MessagesAfter(ctx, id, 0)
+	mustNil(tb, err)
+	return all
+}
+
+// TestPagesHoldWholeTurns: paging back through a chat of tool turns, at page sizes
+// that would cut turns, every page starts with a user message and ends where a turn
+// ends, so each tool result is on the page of its call; together the pages are the
+// chat, each message once, and a page is over its size only when one turn is.
+func TestPagesHoldWholeTurns(t *testing.T) {
+	db := mustOpen(t)
+	ctx := context.Background()
+	u := mustUser(t, db, "ann", store.RoleUser)
+	s := mustSession(t, db, "turns", u.ID)
+	all := seedVariedTurns(t, db, s.ID, 23)
+	turnEnd := map[int64]bool{} // seqs after which a new turn starts (or the chat ends)
+	for i, m := range all {
+		if i+1 == len(all) || all[i+1].Role == store.RoleUser {
+			turnEnd[m.Seq] = true
+		}
+	}
+	for _, size := range []int{1, 2, 3, 5, 7, 8, 13, 50} {
+		t.Run(fmt.Sprint("page ", size), func(t *testing.T) {
+			var got []int64
+			page, hasOlder, err := db.LatestMessages(ctx, s.ID, size)
+			for pages := 0; ; pages++ {
+				mustNil(t, err)
+				if len(page) == 0 || pages > len(all) {
+					t.Fatalf("page %d is empty or too many pages (hasOlder %v)", pages, hasOlder)
+				}
+				if page[0].Role != store.RoleUser {
+					t.Errorf("page starting at %d starts with a %s message", page[0].Seq, page[0].Role)
+				}
+				if last := page[len(page)-1].Seq; !turnEnd[last] {
+					t.Errorf("page ending at %d ends inside a turn", last)
+				}
+				keys := map[string]bool{}
+				users := 0
+				for _, m := range page {
+					calls, _ := callsOf(m)
+					for i := range calls {
+						keys[store.ToolCallKey(m.ID, i)] = true
+					}
+					if m.Role == store.RoleTool && !keys[m.CallKey] {
+						t.Errorf("result %d is on a page without its call", m.Seq)
+					}
+					if m.Role == store.RoleUser {
+						users++
+					}
+				}
+				if len(page) > size && users > 1 {
+					t.Errorf("page of %d messages (%d turns) for size %d", len(page), users, size)
+				}
+				got = append(seqs(page), got...)
+				if !hasOlder {
+					break
+				}
+				page, hasOlder, err = db.MessagesBefore(ctx, s.ID, page[0].Seq, size)
+			}
+			if want := seqs(all); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("pages together: %v\nwant %v", got, want)
+			}
+		})
+	}
+}
+
+// callsOf is the tool calls of a stored message, undecoded.
+func callsOf(m store.Message) ([]json.RawMessage, error) {
+	var calls []json.RawMessage
+	if len(m.ToolCalls) == 0 {
+		return nil, nil
+	}
+	err := json.Unmarshal(m.ToolCalls, &calls)
+	return calls, err
 }
