@@ -124,8 +124,8 @@ func (s *Server) olderMessages(c echo.Context) error {
 func messageViews(msgs []store.Message, hide func(store.Message) bool) []views.Message {
 	results := map[string]*store.Message{}
 	for i := range msgs {
-		if msgs[i].Role == store.RoleTool {
-			results[msgs[i].ToolCallID] = &msgs[i]
+		if msgs[i].Role == store.RoleTool && msgs[i].CallKey != "" {
+			results[msgs[i].CallKey] = &msgs[i]
 		}
 	}
 	out := make([]views.Message, 0, len(msgs))

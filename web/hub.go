@@ -274,7 +274,7 @@ func (h *Hub) Publish(ev agent.Event) {
 		r.live = &liveReply{afterSeq: ev.Message.Seq, model: model}
 		r.broadcast(renderFrame(views.FrameAssistantStep(messageView(*ev.Message, nil), views.LiveMessage{Model: model})))
 	case agent.EventToolResult:
-		r.broadcast(renderFrame(views.FrameToolCard(toolCard(*ev.ToolCall, ev.Message))))
+		r.broadcast(renderFrame(views.FrameToolCard(toolCard(*ev.ToolCall, ev.Message.CallKey, ev.Message))))
 	case agent.EventTaskState:
 		r.broadcast(renderFrame(views.FrameTaskPanel(taskView(ev.SessionID, ev.State, ""))))
 	case agent.EventFinal:
