@@ -144,3 +144,30 @@ func callsOf(m store.Message) ([]json.RawMessage, error) {
 	err := json.Unmarshal(m.ToolCalls, &calls)
 	return calls, err
 }
+
+// TestPagesBeforeFirstUserMessage: messages before the first user message (a greeting)
+// go with the oldest page, also when a long turn follows them.
+func TestPagesBeforeFirstUserMessage(t *testing.T) {
+	db := mustOpen(t)
+	ctx := context.Background()
+	u := mustUser(t, db, "ann", store.RoleUser)
+	s := mustSession(t, db, "greeting", u.ID)
+	mustNil(t, db.AppendMessage(ctx, &store.Message{SessionID: s.ID, Role: store.RoleAssistant, Content: "Hello!"}))
+	all := seedVariedTurns(t, db, s.ID, 4)
+	for _, size := range []int{1, 2, 4} {
+		page, hasOlder, err := db.LatestMessages(ctx, s.ID, size)
+		got := seqs(page)
+		for hasOlder {
+			mustNil(t, err)
+			page, hasOlder, err = db.MessagesBefore(ctx, s.ID, page[0].Seq, size)
+			got = append(seqs(page), got...)
+		}
+		mustNil(t, err)
+		if fmt.Sprint(got) != fmt.Sprint(seqs(all)) {
+			t.Errorf("size %d: pages together %v, want %v", size, got, seqs(all))
+		}
+		if first, _, _ := db.MessagesBefore(ctx, s.ID, 2, size); len(first) != 1 || first[0].Content != "Hello!" {
+			t.Errorf("size %d: the page before the first turn is %v, want the greeting", size, seqs(first))
+		}
+	}
+}
