@@ -264,13 +264,10 @@ func (db *DB) SaveDraft(ctx context.Context, id int64, content, reasoning string
 	return n == 1, nil
 }
 
-// LatestMessages returns the newest whole turns of the session, at most limit
-// messages unless the newest turn alone is longer, in ascending seq order, and
-// whether older ones exist. A turn is a user message and everything up to the next
-// one: a page never splits it, so a tool call and its result are always on the
-// same page. limit <= 0 means DefaultMessagePage; it is capped at MaxMessagePage.
-// An unknown session yields no messages (ownership is the caller's check, via
-// SessionForOwner).
+// LatestMessages returns the last limit messages of the session in ascending seq
+// order, and whether older ones exist. limit <= 0 means DefaultMessagePage; it is
+// capped at MaxMessagePage. An unknown session yields no messages (ownership is
+// the caller's check, via SessionForOwner). A chat page uses LatestTurns instead.
 func (db *DB) LatestMessages(ctx context.Context, sessionID string, limit int) (msgs []Message, hasOlder bool, err error) {
 	msgs, hasOlder, err = db.messagesBefore(ctx, sessionID, math.MaxInt64, limit)
 	if err != nil {
@@ -279,9 +276,8 @@ func (db *DB) LatestMessages(ctx context.Context, sessionID string, limit int) (
 	return msgs, hasOlder, nil
 }
 
-// MessagesBefore returns the whole turns just before beforeSeq, as LatestMessages
-// does, and whether even older ones exist. Given the first seq of a page (a turn's
-// start), the page before it ends with the turn before.
+// MessagesBefore returns the limit messages just before beforeSeq, ascending, and
+// whether even older ones exist. Limits as for LatestMessages.
 func (db *DB) MessagesBefore(ctx context.Context, sessionID string, beforeSeq int64, limit int) ([]Message, bool, error) {
 	msgs, hasOlder, err := db.messagesBefore(ctx, sessionID, beforeSeq, limit)
 	if err != nil {
@@ -291,6 +287,51 @@ func (db *DB) MessagesBefore(ctx context.Context, sessionID string, beforeSeq in
 }
 
 func (db *DB) messagesBefore(ctx context.Context, sessionID string, beforeSeq int64, limit int) ([]Message, bool, error) {
+	if limit <= 0 {
+		limit = DefaultMessagePage
+	}
+	limit = min(limit, MaxMessagePage)
+	rows, err := db.stmts.msgsBefore.QueryContext(ctx, sessionID, beforeSeq, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	msgs, err := appendRows(make([]Message, 0, min(limit+1, 64)), rows, scanMessage)
+	if err != nil {
+		return nil, false, err
+	}
+	hasOlder := len(msgs) > limit
+	if hasOlder {
+		msgs = msgs[:limit]
+	}
+	slices.Reverse(msgs)
+	return msgs, hasOlder, nil
+}
+
+// LatestTurns is a chat page: the newest whole turns of the session, at most limit
+// messages unless the newest turn alone is longer, in ascending seq order, and
+// whether older ones exist. A turn is a user message and everything up to the next
+// one: a page never splits it, so a tool call and its result are always on the
+// same page. Limits as for LatestMessages.
+func (db *DB) LatestTurns(ctx context.Context, sessionID string, limit int) ([]Message, bool, error) {
+	msgs, hasOlder, err := db.turnsBefore(ctx, sessionID, math.MaxInt64, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: latest turns: %w", err)
+	}
+	return msgs, hasOlder, nil
+}
+
+// TurnsBefore is the "Load older" page: the whole turns just before beforeSeq, as
+// LatestTurns, and whether even older ones exist. Given the first seq of a page (a
+// turn's start), the page before it ends with the turn before.
+func (db *DB) TurnsBefore(ctx context.Context, sessionID string, beforeSeq int64, limit int) ([]Message, bool, error) {
+	msgs, hasOlder, err := db.turnsBefore(ctx, sessionID, beforeSeq, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: turns before: %w", err)
+	}
+	return msgs, hasOlder, nil
+}
+
+func (db *DB) turnsBefore(ctx context.Context, sessionID string, beforeSeq int64, limit int) ([]Message, bool, error) {
 	if limit <= 0 {
 		limit = DefaultMessagePage
 	}

@@ -31,8 +31,8 @@ func seedToolTurns(tb testing.TB, db *store.DB, id string, n int) {
 	}
 }
 
-// BenchmarkMessagesBefore: the "Load older" page (50) in the middle of a chat of
-// 2,500 tool turns (10,000 messages).
+// BenchmarkMessagesBefore: a page of the last 50 messages before the middle of a chat
+// of 2,500 tool turns (10,000 messages): what "Load older" served before issue 10 item 4.
 func BenchmarkMessagesBefore(b *testing.B) {
 	db := mustOpen(b)
 	ctx := context.Background()
@@ -42,6 +42,22 @@ func BenchmarkMessagesBefore(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if msgs, _, err := db.MessagesBefore(ctx, s.ID, 5003, 50); err != nil || len(msgs) == 0 {
+			b.Fatal(len(msgs), err)
+		}
+	}
+}
+
+// BenchmarkTurnsBefore: the same "Load older" page as BenchmarkMessagesBefore, cut at
+// whole turns (what the chat serves since issue 10 item 4).
+func BenchmarkTurnsBefore(b *testing.B) {
+	db := mustOpen(b)
+	ctx := context.Background()
+	u := mustUser(b, db, "ann", store.RoleUser)
+	s := mustSession(b, db, "bench", u.ID)
+	seedToolTurns(b, db, s.ID, 2500)
+	b.ReportAllocs()
+	for b.Loop() {
+		if msgs, _, err := db.TurnsBefore(ctx, s.ID, 5003, 50); err != nil || len(msgs) == 0 {
 			b.Fatal(len(msgs), err)
 		}
 	}
@@ -93,7 +109,7 @@ func TestPagesHoldWholeTurns(t *testing.T) {
 	for _, size := range []int{1, 2, 3, 5, 7, 8, 13, 50} {
 		t.Run(fmt.Sprint("page ", size), func(t *testing.T) {
 			var got []int64
-			page, hasOlder, err := db.LatestMessages(ctx, s.ID, size)
+			page, hasOlder, err := db.LatestTurns(ctx, s.ID, size)
 			for pages := 0; ; pages++ {
 				mustNil(t, err)
 				if len(page) == 0 || pages > len(all) {
@@ -126,7 +142,7 @@ func TestPagesHoldWholeTurns(t *testing.T) {
 				if !hasOlder {
 					break
 				}
-				page, hasOlder, err = db.MessagesBefore(ctx, s.ID, page[0].Seq, size)
+				page, hasOlder, err = db.TurnsBefore(ctx, s.ID, page[0].Seq, size)
 			}
 			if want := seqs(all); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("pages together: %v\nwant %v", got, want)
@@ -155,18 +171,18 @@ func TestPagesBeforeFirstUserMessage(t *testing.T) {
 	mustNil(t, db.AppendMessage(ctx, &store.Message{SessionID: s.ID, Role: store.RoleAssistant, Content: "Hello!"}))
 	all := seedVariedTurns(t, db, s.ID, 4)
 	for _, size := range []int{1, 2, 4} {
-		page, hasOlder, err := db.LatestMessages(ctx, s.ID, size)
+		page, hasOlder, err := db.LatestTurns(ctx, s.ID, size)
 		got := seqs(page)
 		for hasOlder {
 			mustNil(t, err)
-			page, hasOlder, err = db.MessagesBefore(ctx, s.ID, page[0].Seq, size)
+			page, hasOlder, err = db.TurnsBefore(ctx, s.ID, page[0].Seq, size)
 			got = append(seqs(page), got...)
 		}
 		mustNil(t, err)
 		if fmt.Sprint(got) != fmt.Sprint(seqs(all)) {
 			t.Errorf("size %d: pages together %v, want %v", size, got, seqs(all))
 		}
-		if first, _, _ := db.MessagesBefore(ctx, s.ID, 2, size); len(first) != 1 || first[0].Content != "Hello!" {
+		if first, _, _ := db.TurnsBefore(ctx, s.ID, 2, size); len(first) != 1 || first[0].Content != "Hello!" {
 			t.Errorf("size %d: the page before the first turn is %v, want the greeting", size, seqs(first))
 		}
 	}
