@@ -147,10 +147,15 @@ func TestEndToEndLoadOlderToolTurns(t *testing.T) {
 			t.Fatal("Load older never reaches the start")
 		}
 		var before int
-		run("load older", into(&before, chromedp.Evaluate[int](`document.querySelectorAll('#messages article').length`)),
-			// A script click: htmx replaces the button, which a CDP click can still be holding.
-			chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid=load-older]').click()`),
-			chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelectorAll('#messages article').length > %d`, before)))
+		run("count messages", into(&before, chromedp.Evaluate[int](`document.querySelectorAll('#messages article').length`)))
+		// Click until the older page arrives: a button htmx has just swapped in is not
+		// wired up at once, and a click on it then does nothing.
+		run("load older", chromedp.Poll[chromedp.Void](fmt.Sprintf(`(() => {
+			if (document.querySelectorAll('#messages article').length > %d) return true;
+			const b = document.querySelector('[data-testid=load-older]');
+			if (b && !b.classList.contains('htmx-request')) b.click();
+			return false;
+		})()`, before), chromedp.WithPollingInterval(100*time.Millisecond)))
 	}
 	var waiting bool
 	run("waiting cards", into(&waiting, chromedp.Evaluate[bool](`document.querySelector('#messages').textContent.includes('Waiting for the result')`)))
