@@ -127,7 +127,8 @@ func kindLabel(kind string) string {
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
 
-// ToolDOMID is the element id of the card of the tool call with the model-given id.
+// ToolDOMID is the element id of the card of the tool call with the given id (Atrium's
+// key: providers reuse their own ids, which would make cards share an element).
 // Ids made only of [A-Za-z0-9_-] are kept ("tool-call_1"); any other id, and any id
 // starting with "x-", is hex-encoded after "tool-x-", so two call ids never share a
 // DOM id and the result is safe in a CSS selector.

@@ -102,7 +102,7 @@ type MemorySuggestion struct {
 
 // ToolCard is one tool call of an assistant step: what was asked and what came back.
 type ToolCard struct {
-	ID, Name  string        // ID is the model's raw call id; ToolDOMID makes the element id from it
+	ID, Name  string        // ID is Atrium's key of the call (store.ToolCallKey), not the provider's id; ToolDOMID makes the element id
 	Args      string        // pretty-printed JSON arguments
 	Status    string        // running|ok|error
 	ErrorCode string        // e.g. invalid_arguments, timeout (when Status is error)

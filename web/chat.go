@@ -40,7 +40,7 @@ func (s *Server) showChat(c echo.Context) error {
 // chatView builds the message area of a session. Messages that belong to the live reply
 // (committed a moment before the hub heard of it) are left out; the live view shows them.
 func (s *Server) chatView(ctx context.Context, ss store.Session, snap Snapshot) (views.Chat, error) {
-	msgs, hasOlder, err := s.Store.LatestMessages(ctx, ss.ID, messagesPerPage)
+	msgs, hasOlder, err := s.Store.LatestTurns(ctx, ss.ID, messagesPerPage)
 	if err != nil {
 		return views.Chat{}, err
 	}
@@ -107,7 +107,7 @@ func (s *Server) olderMessages(c echo.Context) error {
 	if err != nil || before <= 0 {
 		return errs.E(errs.Invalid, "Bad 'before' parameter.")
 	}
-	msgs, hasOlder, err := s.Store.MessagesBefore(c.Request().Context(), ss.ID, before, messagesPerPage)
+	msgs, hasOlder, err := s.Store.TurnsBefore(c.Request().Context(), ss.ID, before, messagesPerPage)
 	if err != nil {
 		return err
 	}
@@ -131,8 +131,8 @@ func (s *Server) olderMessages(c echo.Context) error {
 func messageViews(msgs []store.Message, hide func(store.Message) bool) []views.Message {
 	results := map[string]*store.Message{}
 	for i := range msgs {
-		if msgs[i].Role == store.RoleTool {
-			results[msgs[i].ToolCallID] = &msgs[i]
+		if msgs[i].Role == store.RoleTool && msgs[i].CallKey != "" {
+			results[msgs[i].CallKey] = &msgs[i]
 		}
 	}
 	out := make([]views.Message, 0, len(msgs))

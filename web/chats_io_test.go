@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"atrium/internal/llm/llmtest"
+	"atrium/internal/store"
 )
 
 // postFile sends a multipart import with this browser's CSRF token.
@@ -90,6 +91,10 @@ func TestChatsExportImportRoundTrip(t *testing.T) {
 	ss, _ := env.db.OwnerSessions(context.Background(), u.ID)
 	if len(ss) != 1 {
 		t.Fatalf("bob has %d chats after the import", len(ss))
+	}
+	msgs, _ := env.db.MessagesAfter(context.Background(), ss[0].ID, 0)
+	if len(msgs) != 4 || msgs[2].CallKey == "" || msgs[2].CallKey != store.ToolCallKey(msgs[1].ID, 0) {
+		t.Errorf("the imported tool result is not keyed to its imported call: %+v", msgs)
 	}
 	if page := bob.get("/s/" + ss[0].ID); !strings.Contains(page.body, "what is 6*7? &lt;b&gt;bold&lt;/b&gt;") || !strings.Contains(page.body, "calculator") {
 		t.Error("the imported chat does not show its messages and tool card")

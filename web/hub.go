@@ -289,7 +289,7 @@ func (h *Hub) Publish(ev agent.Event) {
 		step.RunID = "" // the run's link goes on its final reply
 		r.broadcast(renderFrame(views.FrameAssistantStep(step, views.LiveMessage{Model: model})))
 	case agent.EventToolResult:
-		r.broadcast(renderFrame(views.FrameToolCard(toolCard(*ev.ToolCall, ev.Message))))
+		r.broadcast(renderFrame(views.FrameToolCard(toolCard(*ev.ToolCall, ev.Message.CallKey, ev.Message))))
 	case agent.EventTitle:
 		r.broadcast(renderFrame(views.FrameSessionTitle(sessionItem(*ev.Session, ev.SessionID))))
 	case agent.EventTaskState:

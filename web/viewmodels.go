@@ -20,8 +20,8 @@ import (
 const resultPreviewChars = 2000
 
 // messageView maps a stored message to its view, rendering assistant markdown. results
-// holds the tool messages of the page by tool_call_id, for the cards of a step that
-// called tools (a call without a result shows as running).
+// holds the tool messages of the page by their call's key (store.ToolCallKey), for the
+// cards of a step that called tools (a call without a result shows as running).
 func messageView(m store.Message, results map[string]*store.Message) views.Message {
 	v := views.Message{Seq: m.Seq, Role: m.Role, Status: m.Status, Error: m.Error, Model: m.Model,
 		CreatedAt: m.CreatedAt, Reasoning: noNUL(m.Reasoning),
@@ -36,8 +36,9 @@ func messageView(m store.Message, results map[string]*store.Message) views.Messa
 	v.Memories = len(m.Memories)
 	v.Saved = savedViews(m)
 	calls, _ := contextwin.ParseToolCalls(m.ToolCalls)
-	for _, c := range calls {
-		v.Tools = append(v.Tools, toolCard(c, results[c.ID]))
+	for i, c := range calls {
+		key := store.ToolCallKey(m.ID, i)
+		v.Tools = append(v.Tools, toolCard(c, key, results[key]))
 	}
 	return v
 }
@@ -46,9 +47,10 @@ func messageView(m store.Message, results map[string]*store.Message) views.Messa
 // with U+FFFD, as the HTML parser would; the stored text keeps it.
 func noNUL(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
 
-// toolCard describes one call; result is its committed tool message, or nil while it runs.
-func toolCard(call llm.ToolCall, result *store.Message) views.ToolCard {
-	c := views.ToolCard{ID: call.ID, Name: call.Name, Args: prettyJSON(call.Arguments), Status: "running"}
+// toolCard describes one call, known by its key (the provider's id may be shared by
+// other calls); result is its committed tool message, or nil while it runs.
+func toolCard(call llm.ToolCall, key string, result *store.Message) views.ToolCard {
+	c := views.ToolCard{ID: key, Name: call.Name, Args: prettyJSON(call.Arguments), Status: "running"}
 	if result == nil {
 		return c
 	}

@@ -168,8 +168,9 @@ func (t *turn) loop(ctx context.Context) {
 		if !t.commitStep(resp) {
 			return
 		}
-		for _, call := range resp.ToolCalls {
-			t.runTool(ctx, call)
+		step := t.final
+		for i, call := range resp.ToolCalls {
+			t.runTool(ctx, call, store.ToolCallKey(step.ID, i))
 		}
 		// The step message is committed; what follows (a stop included) is a new one.
 		t.final = &store.Message{SessionID: t.s.ID, Role: store.RoleAssistant, Status: store.StatusComplete, Model: model, RunID: t.r.id}
@@ -307,8 +308,9 @@ func (t *turn) commitStep(resp llm.Response) bool {
 	return true
 }
 
-// runTool executes one call and commits its result (errors included) as a tool message.
-func (t *turn) runTool(ctx context.Context, call llm.ToolCall) {
+// runTool executes one call and commits its result (errors included) as a tool message
+// keyed to the call by key (the provider's call id may be shared by other calls).
+func (t *turn) runTool(ctx context.Context, call llm.ToolCall, key string) {
 	a := t.a
 	t.emit(Event{Kind: EventToolStarted, ToolCall: &call})
 	started := a.Now()
@@ -317,7 +319,7 @@ func (t *turn) runTool(ctx context.Context, call llm.ToolCall) {
 	if res.IsError {
 		status = store.StatusError
 	}
-	m := &store.Message{SessionID: t.s.ID, Role: store.RoleTool, ToolCallID: call.ID, Content: res.Content,
+	m := &store.Message{SessionID: t.s.ID, Role: store.RoleTool, ToolCallID: call.ID, CallKey: key, Content: res.Content,
 		Status: status, Error: res.Code, Duration: res.Duration}
 	m.Tokens = a.countTokens(m)
 	if err := t.save(m); err != nil {

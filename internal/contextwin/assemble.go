@@ -243,6 +243,7 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 		out = append(out, llm.Message{Role: llm.RoleSystem, Content: SummaryHeader + summaryText})
 	}
 	history, results, dropped := 0, 0, 0
+	wire := wireIDs{byKey: map[string]string{}, taken: map[string]bool{}}
 	for k := range turns {
 		t := &turns[k]
 		if k < recentFrom || k < first {
@@ -266,6 +267,9 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 		for _, it := range t.items {
 			if it.msg.Role == llm.RoleTool {
 				results += it.cost
+				it.msg.ToolCallID = wire.byKey[it.key]
+			} else if len(it.keys) > 0 {
+				it.msg.ToolCalls = wire.calls(it.msg.ToolCalls, it.keys)
 			}
 			out = append(out, it.msg)
 			if it.seq != 0 {
@@ -310,8 +314,10 @@ type assembler struct {
 // item is one message of the context.
 type item struct {
 	msg        llm.Message
-	seq        int64 // 0: filled in (an interrupted tool call's result)
-	cost       int   // tokens, MessageOverhead included
+	keys       []string // an assistant step: its calls' store.ToolCallKey
+	key        string   // a tool result: the key of the call it answers
+	seq        int64    // 0: filled in (an interrupted tool call's result)
+	cost       int      // tokens, MessageOverhead included
 	full       string
 	fullTokens int // tool results and user messages: the stored content and its tokens
 }
@@ -379,24 +385,30 @@ func (a *assembler) turn(msgs []store.Message, summarySeq int64) turn {
 		if m.Role != store.RoleAssistant {
 			continue
 		}
-		for _, c := range calls {
+		// Calls and results pair by Atrium's key: providers reuse their call ids.
+		keys := make([]string, len(calls))
+		for k := range calls {
+			keys[k] = store.ToolCallKey(m.ID, k)
+		}
+		t.items[len(t.items)-1].keys = keys
+		for k, c := range calls {
 			j := i + 1
 			for ; j < len(msgs); j++ {
 				r := &msgs[j]
-				if !paired[j] && r.Role == store.RoleTool && r.ToolCallID == c.ID && r.Seq > summarySeq &&
+				if !paired[j] && r.Role == store.RoleTool && r.CallKey == keys[k] && r.Seq > summarySeq &&
 					!(r.Status == store.StatusError && r.Content == "") {
 					break
 				}
 			}
 			if j == len(msgs) {
-				t.add(item{msg: llm.Message{Role: llm.RoleTool, Content: InterruptedResult, ToolCallID: c.ID},
+				t.add(item{msg: llm.Message{Role: llm.RoleTool, Content: InterruptedResult, ToolCallID: c.ID}, key: keys[k],
 					cost: a.tok.Count(InterruptedResult) + MessageOverhead})
 				continue
 			}
 			paired[j] = true
 			r := &msgs[j]
 			n := a.tokens(r, nil)
-			it := item{msg: llm.Message{Role: llm.RoleTool, Content: r.Content, ToolCallID: r.ToolCallID},
+			it := item{msg: llm.Message{Role: llm.RoleTool, Content: r.Content, ToolCallID: r.ToolCallID}, key: keys[k],
 				seq: r.Seq, cost: n + MessageOverhead, full: r.Content, fullTokens: n}
 			if n > a.b.ToolResultMax && n > a.b.ToolResultHead+a.b.ToolResultTail {
 				text, cut := cutText(a.tok, r.Content, n, a.b.ToolResultHead, a.b.ToolResultTail)
@@ -418,6 +430,31 @@ func (a *assembler) turn(msgs []store.Message, summarySeq int64) turn {
 		t.cuts = append(t.cuts, Cut{Seq: r.Seq, Reason: reason})
 	}
 	return t
+}
+
+// wireIDs gives the calls of one request distinct ids that their results repeat: the
+// provider's own id (some providers check their format), unless it is empty or an
+// earlier call of the request has it; then Atrium's key, which OpenAI and Anthropic
+// accept. Earlier calls keep their ids as the chat grows, so the prefix stays cacheable.
+type wireIDs struct {
+	byKey map[string]string // call key -> id on the wire
+	taken map[string]bool
+}
+
+func (w *wireIDs) calls(calls []llm.ToolCall, keys []string) []llm.ToolCall {
+	out := slices.Clone(calls)
+	for i := range out {
+		id := out[i].ID
+		if id == "" || w.taken[id] {
+			id = keys[i]
+		}
+		for n := 2; w.taken[id]; n++ { // a provider's id that looks like a key
+			id = fmt.Sprintf("%s_%d", keys[i], n)
+		}
+		w.taken[id], w.byKey[keys[i]] = true, id
+		out[i].ID = id
+	}
+	return out
 }
 
 func (t *turn) add(it item) {

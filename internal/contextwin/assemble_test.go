@@ -28,8 +28,9 @@ func user(seq int64, text string) store.Message {
 	return store.Message{Seq: seq, Role: store.RoleUser, Content: text, Status: store.StatusComplete}
 }
 
+// asst is an assistant message with id seq calling tools with the provider ids callIDs.
 func asst(seq int64, text string, callIDs ...string) store.Message {
-	m := store.Message{Seq: seq, Role: store.RoleAssistant, Content: text, Status: store.StatusComplete}
+	m := store.Message{ID: seq, Seq: seq, Role: store.RoleAssistant, Content: text, Status: store.StatusComplete}
 	if len(callIDs) > 0 {
 		var parts []string
 		for _, id := range callIDs {
@@ -42,6 +43,34 @@ func asst(seq int64, text string, callIDs ...string) store.Message {
 
 func result(seq int64, id, text string) store.Message {
 	return store.Message{Seq: seq, Role: store.RoleTool, Content: text, ToolCallID: id, Status: store.StatusComplete}
+}
+
+// keyed gives the tool results of msgs the keys of the calls they answer, as the
+// agent stores them: a result answers the first call of the nearest earlier step
+// with its provider id that no earlier result answered.
+func keyed(msgs []store.Message) []store.Message {
+	msgs = slices.Clone(msgs)
+	var step *store.Message
+	var answered []bool
+	for i := range msgs {
+		m := &msgs[i]
+		calls, _ := contextwin.ParseToolCalls(m.ToolCalls)
+		if m.Role == store.RoleAssistant && len(calls) > 0 {
+			step, answered = m, make([]bool, len(calls))
+			continue
+		}
+		if m.Role != store.RoleTool || step == nil || m.CallKey != "" {
+			continue
+		}
+		calls, _ = contextwin.ParseToolCalls(step.ToolCalls)
+		for k, c := range calls {
+			if !answered[k] && c.ID == m.ToolCallID {
+				answered[k], m.CallKey = true, store.ToolCallKey(step.ID, k)
+				break
+			}
+		}
+	}
+	return msgs
 }
 
 func roles(out []llm.Message) string {
@@ -211,7 +240,7 @@ func TestAssembleOrderAndPairing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			in := contextwin.Input{System: "be brief", Messages: tc.msgs}
+			in := contextwin.Input{System: "be brief", Messages: keyed(tc.msgs)}
 			out, rep := contextwin.Assemble(in, contextwin.DefaultBudgets(), wordTok{})
 			checkInvariants(t, in, out, rep)
 			if out[0].Role != llm.RoleSystem || out[0].Content != "be brief" {
@@ -359,7 +388,7 @@ func TestAssembleBudgetEdges(t *testing.T) {
 		b := contextwin.DefaultBudgets()
 		for _, over := range []int{0, 1} {
 			body := words("t", b.ToolResultMax+over)
-			in := contextwin.Input{Messages: []store.Message{user(1, "q"), asst(2, "", "x"), result(3, "x", body)}}
+			in := contextwin.Input{Messages: keyed([]store.Message{user(1, "q"), asst(2, "", "x"), result(3, "x", body)})}
 			out, rep := contextwin.Assemble(in, b, tok)
 			got := out[len(out)-1].Content
 			if over == 0 {
@@ -431,7 +460,7 @@ func TestAssembleSummaryFailedCarriesHistory(t *testing.T) {
 		s := int64(11 + 3*i)
 		msgs = append(msgs, user(s, words("u", 20)), asst(s+1, "", "c"+fmt.Sprint(s)), result(s+2, "c"+fmt.Sprint(s), words("r", 30)))
 	}
-	in := contextwin.Input{System: "sys", Summary: "earlier: the user likes tea", SummarySeq: 10, Messages: msgs}
+	in := contextwin.Input{System: "sys", Summary: "earlier: the user likes tea", SummarySeq: 10, Messages: keyed(msgs)}
 	turnCost := 20 + 3 + (3 + 3) + 30 + 3 // user, call (name + args words), result
 	for _, tc := range []struct {
 		name   string
@@ -481,7 +510,7 @@ func TestAssembleWindowOverflowNewestTurn(t *testing.T) {
 			user(1, "old question"), asst(2, "old answer"),
 			user(3, "now"), asst(4, "", "x"), result(5, "x", big), asst(6, "", "y"), result(7, "y", words("s", 400)),
 		}
-		in := contextwin.Input{Messages: msgs}
+		in := contextwin.Input{Messages: keyed(msgs)}
 		out, rep := contextwin.Assemble(in, b, tok)
 		checkInvariants(t, in, out, rep)
 		if !slices.Equal(rep.Included, []int64{3, 4, 5, 6, 7}) {
@@ -500,7 +529,7 @@ func TestAssembleWindowOverflowNewestTurn(t *testing.T) {
 	t.Run("newest user message cut, never dropped", func(t *testing.T) {
 		huge := words("q", 5000)
 		msgs := []store.Message{user(1, "old"), asst(2, "", "x"), result(3, "x", "X"), user(4, huge), asst(5, "", "y"), result(6, "y", big)}
-		in := contextwin.Input{Messages: msgs}
+		in := contextwin.Input{Messages: keyed(msgs)}
 		out, rep := contextwin.Assemble(in, b, tok)
 		checkInvariants(t, in, out, rep)
 		if !slices.Equal(rep.Included, []int64{4}) || len(out) != 1 || out[0].Role != llm.RoleUser {
@@ -532,7 +561,7 @@ func TestAssembleTruncationMarkerBPE(t *testing.T) {
 	total := tok.Count(body)
 	msgs := []store.Message{user(1, "run it"), asst(2, "", "x"), result(3, "x", body)}
 	b := contextwin.DefaultBudgets()
-	out, rep := contextwin.Assemble(contextwin.Input{Messages: msgs}, b, tok)
+	out, rep := contextwin.Assemble(contextwin.Input{Messages: keyed(msgs)}, b, tok)
 	got := out[2].Content
 	marker := "\n" + contextwin.OmittedMarker(total-b.ToolResultHead-b.ToolResultTail) + "\n"
 	head, tail, ok := strings.Cut(got, marker)
@@ -579,7 +608,7 @@ func TestZonesSeparateToolDefinitionsAndResults(t *testing.T) {
 	}
 	// With a call: the result's tokens are in the results zone and not in history.
 	msgs := []store.Message{user(1, "time?"), asst(2, "", "c1"), result(3, "c1", words("r", 40)), asst(4, "noon")}
-	_, rep = contextwin.Assemble(contextwin.Input{Messages: msgs, Tools: specs}, b, wordTok{})
+	_, rep = contextwin.Assemble(contextwin.Input{Messages: keyed(msgs), Tools: specs}, b, wordTok{})
 	res, hist := zone(rep, contextwin.ZoneResults), zone(rep, contextwin.ZoneHistory)
 	if res.Tokens != 40+contextwin.MessageOverhead {
 		t.Errorf("tool results zone %+v, want the result's 40 tokens + overhead", res)

@@ -51,7 +51,8 @@ func BenchmarkAssembleContext(b *testing.B) {
 				if turn%5 == 4 && int(seq)+3 <= n {
 					id := fmt.Sprint("call", turn)
 					add(&store.Message{Role: store.RoleAssistant, ToolCalls: fmt.Appendf(nil, `[{"id":%q,"name":"search","arguments":"{\"q\":\"x\"}"}]`, id), Tokens: 20})
-					add(&store.Message{Role: store.RoleTool, ToolCallID: id, Content: benchText(turn, 3000), Tokens: 3000})
+					step := seq // the only session of a fresh database: message ids are its seqs
+					add(&store.Message{Role: store.RoleTool, ToolCallID: id, CallKey: store.ToolCallKey(step, 0), Content: benchText(turn, 3000), Tokens: 3000})
 				}
 				if int(seq) < n {
 					add(&store.Message{Role: store.RoleAssistant, Content: benchText(turn, 200), Tokens: 200})

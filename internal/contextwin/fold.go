@@ -124,7 +124,7 @@ func foldPrompt(old string, turns []store.Message, b Budgets, tok Tokenizer) str
 		sb.WriteString(old)
 	}
 	sb.WriteString("\n\nNew turns to fold in:\n")
-	names := map[string]string{} // tool call id -> tool name
+	names := map[string]string{} // store.ToolCallKey -> tool name (provider ids repeat)
 	for i := range turns {
 		m := &turns[i]
 		calls, _ := ParseToolCalls(m.ToolCalls)
@@ -146,7 +146,7 @@ func foldPrompt(old string, turns []store.Message, b Budgets, tok Tokenizer) str
 		case store.RoleAssistant:
 			sb.WriteString("\nAssistant: ")
 		case store.RoleTool:
-			name := names[m.ToolCallID]
+			name := names[m.CallKey]
 			if name == "" {
 				name = "a tool"
 			}
@@ -155,8 +155,8 @@ func foldPrompt(old string, turns []store.Message, b Budgets, tok Tokenizer) str
 			sb.WriteString("\nNote: ")
 		}
 		sb.WriteString(content)
-		for _, c := range calls {
-			names[c.ID] = c.Name
+		for k, c := range calls {
+			names[store.ToolCallKey(m.ID, k)] = c.Name
 			args := c.Arguments // cut like a long result: they can be as large
 			if n := tok.Count(args); n > b.ToolResultMax && n > b.ToolResultHead+b.ToolResultTail {
 				args, _ = cutText(tok, args, n, b.ToolResultHead, b.ToolResultTail)

@@ -45,7 +45,7 @@ func TestFold(t *testing.T) {
 	tok := contextwin.NewTokenizer()
 	b := contextwin.DefaultBudgets()
 	b.Summary = 20
-	turns := []store.Message{user(11, "Let's use PostgreSQL."), asst(12, "", "c1"), result(13, "c1", "42"), asst(14, "Agreed, PostgreSQL it is.")}
+	turns := keyed([]store.Message{user(11, "Let's use PostgreSQL."), asst(12, "", "c1"), result(13, "c1", "42"), asst(14, "Agreed, PostgreSQL it is.")})
 	long := strings.Repeat("The user chose PostgreSQL for storage. ", 10) // ~70 tokens
 	fits := "The user chose PostgreSQL. The calculator gave 42."
 

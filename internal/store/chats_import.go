@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -51,20 +52,51 @@ func (db *DB) ImportChats(ctx context.Context, owner int64, chats []ImportedChat
 			if err != nil {
 				return err
 			}
+			// Tool results are keyed to their call as the agent keys them (ToolCallKey):
+			// the n-th result with a call id answers the n-th call with that id of the
+			// nearest step before it.
+			var step int64
+			var stepCalls []string
+			answered := map[string]int{}
 			for j, m := range c.Messages {
 				at := ms(m.CreatedAt)
 				if m.CreatedAt.IsZero() {
 					at = created
 				}
-				_, err := tx.ExecContext(ctx, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '', '', ?, ?)`,
-					c.ID, j+1, m.Role, m.Content, m.Reasoning, nullText(m.ToolCalls), m.ToolCallID, m.Status, m.Error, m.Model,
-					m.Duration.Milliseconds(), at, at)
+				if m.Role == RoleTool {
+					m.CallKey = ""
+					n := answered[m.ToolCallID]
+					for idx, id := range stepCalls {
+						if id == m.ToolCallID {
+							if n == 0 {
+								m.CallKey = ToolCallKey(step, idx)
+								break
+							}
+							n--
+						}
+					}
+					answered[m.ToolCallID]++
+				}
+				var id int64
+				err := tx.QueryRowContext(ctx, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, call_key, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, '', '', ?, ?) RETURNING id`,
+					c.ID, j+1, m.Role, m.Content, m.Reasoning, nullText(m.ToolCalls), m.ToolCallID, m.CallKey, m.Status, m.Error, m.Model,
+					m.Duration.Milliseconds(), at, at).Scan(&id)
 				if isCheck(err) {
 					return errs.Wrap(errs.Invalid, err, "chat %d, message %d: tool calls must be a JSON list", i+1, j+1)
 				}
 				if err != nil {
 					return err
+				}
+				if m.Role == RoleAssistant && len(m.ToolCalls) > 0 {
+					var calls []struct{ ID string }
+					if err := json.Unmarshal(m.ToolCalls, &calls); err != nil {
+						return errs.Wrap(errs.Invalid, err, "chat %d, message %d: tool calls must be a JSON list", i+1, j+1)
+					}
+					step, stepCalls, answered = id, stepCalls[:0], map[string]int{}
+					for _, tc := range calls {
+						stepCalls = append(stepCalls, tc.ID)
+					}
 				}
 			}
 		}

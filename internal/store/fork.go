@@ -55,8 +55,8 @@ func (db *DB) ForkSession(ctx context.Context, owner int64, srcID string, upTo i
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id,
-				status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at)
-			SELECT ?, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms,
+				call_key, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at)
+			SELECT ?, seq, role, content, reasoning, tool_calls, tool_call_id, call_key, status, error, model, tokens, duration_ms,
 				memories, '', created_at, ?
 			FROM messages WHERE session_id = ? AND seq <= ? ORDER BY seq`, dst.ID, now, srcID, upTo)
 		if err != nil {
@@ -65,7 +65,15 @@ func (db *DB) ForkSession(ctx context.Context, owner int64, srcID string, upTo i
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return errors.Join(err, errs.E(errs.NotFound, "no messages to fork"))
 		}
-		return nil
+		// A call key names its step message by id ("atrium_<id>_<index>"), and the copies
+		// have new ids: point each copied result at the copy of its step (same seq).
+		_, err = tx.ExecContext(ctx, `UPDATE messages SET call_key = COALESCE('atrium_' || (
+				SELECT n.id FROM messages n JOIN messages o ON o.seq = n.seq AND o.session_id = ?2
+				WHERE n.session_id = ?1
+					AND o.id = CAST(substr(messages.call_key, 8, instr(substr(messages.call_key, 8), '_') - 1) AS INTEGER)
+			) || substr(call_key, 7 + instr(substr(call_key, 8), '_')), '')
+			WHERE session_id = ?1 AND call_key LIKE 'atrium\_%' ESCAPE '\'`, dst.ID, srcID)
+		return err
 	})
 	if isUnique(err) {
 		return fmt.Errorf("store: fork session: %w", errs.Wrap(errs.Conflict, err, "session already exists"))

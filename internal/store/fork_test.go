@@ -90,3 +90,32 @@ func TestReplayRunOfAnotherOwnerRefused(t *testing.T) {
 		t.Errorf("replay run after its source went: %+v", ri)
 	}
 }
+
+// A fork's tool results answer the fork's copies of their calls: call keys name the
+// step message by id, and the copies have new ids.
+func TestForkKeepsToolPairs(t *testing.T) {
+	db := mustOpen(t)
+	ctx := context.Background()
+	ann := mustUser(t, db, "ann", store.RoleUser)
+	src := mustSession(t, db, "src", ann.ID)
+	step := store.Message{SessionID: src.ID, Role: store.RoleAssistant, ToolCalls: []byte(`[{"ID":"call_1","Name":"clock"},{"ID":"call_1","Name":"echo"}]`)}
+	user := store.Message{SessionID: src.ID, Role: store.RoleUser, Content: "time?"}
+	mustNil(t, db.AppendMessage(ctx, &user))
+	mustNil(t, db.AppendMessage(ctx, &step))
+	for i := range 2 {
+		r := store.Message{SessionID: src.ID, Role: store.RoleTool, ToolCallID: "call_1", Content: "r", CallKey: store.ToolCallKey(step.ID, i)}
+		mustNil(t, db.AppendMessage(ctx, &r))
+	}
+	dst := store.Session{ID: "fork"}
+	mustNil(t, db.ForkSession(ctx, ann.ID, src.ID, 4, &dst))
+	msgs, err := db.MessagesAfter(ctx, "fork", 0)
+	mustNil(t, err)
+	if len(msgs) != 4 || msgs[1].ID == step.ID {
+		t.Fatalf("fork holds %+v", msgs)
+	}
+	for i, m := range msgs[2:] {
+		if want := store.ToolCallKey(msgs[1].ID, i); m.CallKey != want {
+			t.Errorf("forked result %d: call key %q, want %q (the copied step's)", i, m.CallKey, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,8 +34,10 @@ const (
 )
 
 // Message is one row of a session's transcript. Seq numbers start at 1 and have
-// no gaps within a session. ToolCalls is a JSON array (nil when none); ToolCallID
-// links a tool result to the call it answers.
+// no gaps within a session. ToolCalls is a JSON array (nil when none). A tool
+// result's CallKey is the ToolCallKey of the call it answers: what pairs them.
+// ToolCallID is the provider's id for that call, kept for the wire only
+// (providers reuse ids: "call_1", "0" or "" every time).
 type Message struct {
 	ID         int64
 	SessionID  string
@@ -44,6 +47,7 @@ type Message struct {
 	Reasoning  string
 	ToolCalls  []byte
 	ToolCallID string
+	CallKey    string
 	Status     string
 	Error      string
 	Model      string
@@ -56,7 +60,15 @@ type Message struct {
 	UpdatedAt  time.Time
 }
 
-const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id`
+const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, call_key, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id`
+
+// ToolCallKey is the id Atrium gives call index (0-based) of the assistant message
+// with id messageID: unique in the database, unlike the provider's call ids, and made
+// of [A-Za-z0-9_] so that it is a valid DOM id and a valid call id on any wire.
+// Migration 0025 builds the same string in SQL.
+func ToolCallKey(messageID int64, index int) string {
+	return "atrium_" + strconv.FormatInt(messageID, 10) + "_" + strconv.Itoa(index)
+}
 
 // Page size bounds for LatestMessages and MessagesBefore.
 const (
@@ -85,8 +97,8 @@ func (s *stmts) prepare(ctx context.Context, r, w *sql.DB) error {
 	}
 	prep := func(q string) *sql.Stmt { return prepOn(r, q) }
 	s.touchSession = prepOn(w, `UPDATE sessions SET updated_at = ? WHERE id = ?`)
-	s.insertMsg = prepOn(w, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id)
-		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?14, ?11, ?11, ?15
+	s.insertMsg = prepOn(w, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id, call_key)
+		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?14, ?11, ?11, ?15, ?16
 		FROM messages WHERE session_id = ?1
 		RETURNING id, seq`)
 	s.msgsBefore = prep(`SELECT ` + messageCols + ` FROM messages
@@ -109,7 +121,7 @@ func scanMessage(row scanner) (Message, error) {
 	var toolCalls sql.NullString
 	var memories, saved string
 	err := row.Scan(&m.ID, &m.SessionID, &m.Seq, &m.Role, &m.Content, &m.Reasoning, &toolCalls,
-		&m.ToolCallID, &m.Status, &m.Error, &m.Model, &m.Tokens, &durMS, &memories, &saved, &created, &updated, &m.RunID)
+		&m.ToolCallID, &m.CallKey, &m.Status, &m.Error, &m.Model, &m.Tokens, &durMS, &memories, &saved, &created, &updated, &m.RunID)
 	if memories != "" {
 		m.Memories = strings.Split(memories, ",")
 	}
@@ -191,7 +203,7 @@ func (db *DB) appendMessages(ctx context.Context, msgs []*Message) error {
 				touched[m.SessionID] = true
 			}
 			err := insert.QueryRowContext(ctx, m.SessionID, m.Role, m.Content, m.Reasoning, nullText(m.ToolCalls),
-				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now, m.Duration.Milliseconds(), strings.Join(m.Memories, ","), strings.Join(m.Saved, ","), m.RunID).Scan(&ids[i], &seqs[i])
+				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now, m.Duration.Milliseconds(), strings.Join(m.Memories, ","), strings.Join(m.Saved, ","), m.RunID, m.CallKey).Scan(&ids[i], &seqs[i])
 			if isCheck(err) {
 				return errs.Wrap(errs.Invalid, err, "invalid message (tool calls must be JSON)")
 			}
@@ -256,7 +268,7 @@ func (db *DB) SaveDraft(ctx context.Context, id int64, content, reasoning string
 // LatestMessages returns the last limit messages of the session in ascending seq
 // order, and whether older ones exist. limit <= 0 means DefaultMessagePage; it is
 // capped at MaxMessagePage. An unknown session yields no messages (ownership is
-// the caller's check, via SessionForOwner).
+// the caller's check, via SessionForOwner). A chat page uses LatestTurns instead.
 func (db *DB) LatestMessages(ctx context.Context, sessionID string, limit int) (msgs []Message, hasOlder bool, err error) {
 	msgs, hasOlder, err = db.messagesBefore(ctx, sessionID, math.MaxInt64, limit)
 	if err != nil {
@@ -294,6 +306,82 @@ func (db *DB) messagesBefore(ctx context.Context, sessionID string, beforeSeq in
 	}
 	slices.Reverse(msgs)
 	return msgs, hasOlder, nil
+}
+
+// LatestTurns is a chat page: the newest whole turns of the session, at most limit
+// messages unless the newest turn alone is longer, in ascending seq order, and
+// whether older ones exist. A turn is a user message and everything up to the next
+// one: a page never splits it, so a tool call and its result are always on the
+// same page. Limits as for LatestMessages.
+func (db *DB) LatestTurns(ctx context.Context, sessionID string, limit int) ([]Message, bool, error) {
+	msgs, hasOlder, err := db.turnsBefore(ctx, sessionID, math.MaxInt64, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: latest turns: %w", err)
+	}
+	return msgs, hasOlder, nil
+}
+
+// TurnsBefore is the "Load older" page: the whole turns just before beforeSeq, as
+// LatestTurns, and whether even older ones exist. Given the first seq of a page (a
+// turn's start), the page before it ends with the turn before.
+func (db *DB) TurnsBefore(ctx context.Context, sessionID string, beforeSeq int64, limit int) ([]Message, bool, error) {
+	msgs, hasOlder, err := db.turnsBefore(ctx, sessionID, beforeSeq, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: turns before: %w", err)
+	}
+	return msgs, hasOlder, nil
+}
+
+func (db *DB) turnsBefore(ctx context.Context, sessionID string, beforeSeq int64, limit int) ([]Message, bool, error) {
+	if limit <= 0 {
+		limit = DefaultMessagePage
+	}
+	limit = min(limit, MaxMessagePage)
+	rows, err := db.stmts.msgsBefore.QueryContext(ctx, sessionID, beforeSeq, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	msgs, err := appendRows(make([]Message, 0, min(limit+1, 64)), rows, scanMessage)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(msgs) <= limit { // the rest of the chat fits
+		slices.Reverse(msgs)
+		return msgs, false, nil
+	}
+	// msgs is newest first and msgs[limit] is beyond the page: the page starts at
+	// the oldest turn start within it.
+	for i := limit - 1; i >= 0; i-- {
+		if msgs[i].Role == RoleUser {
+			msgs = msgs[:i+1]
+			slices.Reverse(msgs)
+			return msgs, true, nil
+		}
+	}
+	return db.wholeTurnBefore(ctx, sessionID, msgs[limit].Seq, beforeSeq)
+}
+
+// wholeTurnBefore is the page when one turn is longer than the page size: the turn
+// that holds seq at, whole, up to beforeSeq.
+func (db *DB) wholeTurnBefore(ctx context.Context, sessionID string, at, beforeSeq int64) ([]Message, bool, error) {
+	var start sql.NullInt64
+	if err := db.pool.QueryRowContext(ctx, `SELECT MAX(seq) FROM messages WHERE session_id = ? AND seq <= ? AND role = 'user'`,
+		sessionID, at).Scan(&start); err != nil {
+		return nil, false, err
+	}
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
+		WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq`, sessionID, start.Int64, beforeSeq)
+	if err != nil {
+		return nil, false, err
+	}
+	msgs, err := scanAll(rows, scanMessage)
+	if err != nil || !start.Valid {
+		return msgs, false, err // no user message before: the page reaches the start of the chat
+	}
+	var older bool
+	err = db.pool.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = ? AND seq < ?)`,
+		sessionID, start.Int64).Scan(&older)
+	return msgs, older, err
 }
 
 // MessagesAfter returns every message with seq > afterSeq, ascending.
@@ -353,7 +441,7 @@ func (db *DB) MessagesFrom(ctx context.Context, sessionID string, afterSeq int64
 // max <= 0.
 const DefaultContextMessages = 400
 
-const loadContextQuery = `SELECT id, seq, role, content, tool_calls, tool_call_id, status, tokens, created_at, updated_at
+const loadContextQuery = `SELECT id, seq, role, content, tool_calls, tool_call_id, call_key, status, tokens, created_at, updated_at
 	FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq DESC LIMIT ?`
 
 // LoadContextMessages returns the newest max messages of the session with seq >
@@ -376,7 +464,7 @@ func (db *DB) LoadContextMessages(ctx context.Context, sessionID string, afterSe
 		m := Message{SessionID: sessionID}
 		var calls sql.NullString
 		var created, updated int64
-		err := row.Scan(&m.ID, &m.Seq, &m.Role, &m.Content, &calls, &m.ToolCallID, &m.Status, &m.Tokens, &created, &updated)
+		err := row.Scan(&m.ID, &m.Seq, &m.Role, &m.Content, &calls, &m.ToolCallID, &m.CallKey, &m.Status, &m.Tokens, &created, &updated)
 		if calls.Valid {
 			m.ToolCalls = []byte(calls.String)
 		}
