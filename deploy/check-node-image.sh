@@ -17,7 +17,7 @@ server='@modelcontextprotocol/server-everything@2026.8.31'
 addr=127.0.0.1:18089
 name=atrium-node-check-$$
 jar=$(mktemp)
-trap 'docker rm -f "$name" >/dev/null 2>&1 || true; rm -f "$jar"' EXIT
+trap 'docker rm -fv "$name" >/dev/null 2>&1 || true; rm -f "$jar"' EXIT
 fail() { echo "FAIL: $*" >&2; docker logs "$name" 2>&1 | tail -20 >&2 || true; exit 1; }
 
 echo "== user and HOME"
