@@ -16,8 +16,8 @@
 #                            (e.g. built offline with --build-arg GO_IMAGE=...)
 #   SMOKE_CADDY_IMAGE=IMAGE  use IMAGE instead of caddy:2 (e.g. the stand-in that
 #                            testdata/caddy-image/build.sh makes when no registry is reachable)
-#   SMOKE_KEEP=1             leave the stack and its volumes up at the end (for debugging;
-#                            remove with: docker-compose -p atrium-smoke down -v)
+#   SMOKE_KEEP=1             leave the stack, its volumes and the temporary key up at the
+#                            end, for debugging (it prints the command that removes them)
 #
 # What it does to the compose file: a temporary override only replaces the Caddy image
 # (when SMOKE_CADDY_IMAGE is set) and points the master-key secret at a new random key
@@ -52,11 +52,13 @@ ctr() { dc ps -q "$1"; }
 cleanup() {
 	[[ -n $fake_pid ]] && kill "$fake_pid" 2>/dev/null
 	if [[ ${SMOKE_KEEP:-0} == 1 ]]; then
-		echo "left running (SMOKE_KEEP=1): ${compose[*]} -p $project down -v"
+		# The secret and the override stay too: the containers mount the key from $tmp.
+		echo "left running (SMOKE_KEEP=1); remove with: ATRIUM_DOMAIN=$domain ${compose[*]} -p $project" \
+			"-f docker-compose.yml -f $tmp/override.yml down -v && rm -rf $tmp"
 	else
 		dc down -v --remove-orphans >/dev/null 2>&1
+		rm -rf "$tmp"
 	fi
-	rm -rf "$tmp"
 }
 trap cleanup EXIT
 # finish prints the summary and exits (the trap cleans up).
