@@ -6,6 +6,10 @@
 # KEY=VALUE pairs go into the MCP server's env, e.g. NODE_EXTRA_CA_CERTS=... behind a
 # TLS-intercepting proxy. Needs docker, curl and a reachable npm registry. The container
 # uses the host network (for engines without a bridge network) and port 18089.
+# WARM_NPX=1 first runs the same `npx -y` once in the container, so that Atrium starts the
+# server from a warm npm cache: Atrium gives a server 30 s to answer its first request,
+# and a cold `npx -y` download that takes longer is killed at each attempt and never
+# finishes (seen on a loaded machine: 79 s for the download alone).
 set -euo pipefail
 image=${1:?usage: $0 IMAGE [KEY=VALUE ...]}
 shift
@@ -13,7 +17,7 @@ server='@modelcontextprotocol/server-everything@2026.8.31'
 addr=127.0.0.1:18089
 name=atrium-node-check-$$
 jar=$(mktemp)
-trap 'docker rm -f "$name" >/dev/null 2>&1 || true; rm -f "$jar"' EXIT
+trap 'docker rm -fv "$name" >/dev/null 2>&1 || true; rm -f "$jar"' EXIT
 fail() { echo "FAIL: $*" >&2; docker logs "$name" 2>&1 | tail -20 >&2 || true; exit 1; }
 
 echo "== user and HOME"
@@ -28,6 +32,15 @@ fi
 echo "== Atrium starts $server with npx"
 docker run -d --init --name "$name" --network host -e ATRIUM_ADDR=$addr "$image" >/dev/null
 for _ in $(seq 1 50); do curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
+if [[ ${WARM_NPX:-0} == 1 ]]; then
+	warm_env=()
+	for kv in "$@"; do warm_env+=(-e "$kv"); done
+	warm_start=$(date +%s)
+	# The server exits when its stdin closes; the download is what this is for.
+	docker exec "${warm_env[@]}" "$name" sh -c "npx -y $server </dev/null >/dev/null 2>&1; ls \"\$HOME/.npm/_npx\"" >/dev/null ||
+		fail "warming the npm cache"
+	echo "npm cache warmed in $(($(date +%s) - warm_start)) s"
+fi
 curl -fsS "http://$addr/readyz" >/dev/null || fail "not ready"
 csrf() { curl -fsS -b "$jar" -c "$jar" "http://$addr$1" | sed -n 's/.*name="_csrf" value="\([^"]*\)".*/\1/p' | head -1; }
 post() { curl -sS -o /dev/null -w '%{http_code}' -b "$jar" -c "$jar" "http://$addr$1" "${@:2}"; }
