@@ -50,7 +50,7 @@ var checkPlaintext = []byte("atrium master key check v1")
 // ErrMasterKeyMismatch is returned by NewKeyring when the master key cannot open the
 // check value stored in the database.
 var ErrMasterKeyMismatch = errors.New("crypto: the master key does not match the one this data directory was created with; " +
-	"set ATRIUM_MASTER_KEY (or restore data/master.key) to the original key — secrets sealed with it cannot be read otherwise")
+	"give the original key where this start read it from (ATRIUM_MASTER_KEY, the file ATRIUM_MASTER_KEY_FILE names, or data/master.key) — secrets sealed with it cannot be read otherwise")
 
 // ErrOpen is returned by Open for a wrong key, wrong associated data or altered bytes.
 var ErrOpen = errors.New("crypto: open: message authentication failed")
