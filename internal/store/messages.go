@@ -288,15 +288,7 @@ func (db *DB) MessagesBefore(ctx context.Context, sessionID string, beforeSeq in
 }
 
 func (db *DB) messagesBefore(ctx context.Context, sessionID string, beforeSeq int64, limit int) ([]Message, bool, error) {
-	if limit <= 0 {
-		limit = DefaultMessagePage
-	}
-	limit = min(limit, MaxMessagePage)
-	rows, err := db.stmts.msgsBefore.QueryContext(ctx, sessionID, beforeSeq, limit+1)
-	if err != nil {
-		return nil, false, err
-	}
-	msgs, err := appendRows(make([]Message, 0, min(limit+1, 64)), rows, scanMessage)
+	msgs, limit, err := db.newestBefore(ctx, sessionID, beforeSeq, limit)
 	if err != nil {
 		return nil, false, err
 	}
@@ -306,6 +298,22 @@ func (db *DB) messagesBefore(ctx context.Context, sessionID string, beforeSeq in
 	}
 	slices.Reverse(msgs)
 	return msgs, hasOlder, nil
+}
+
+// newestBefore reads up to limit+1 messages before beforeSeq, newest first (one more
+// than a page, to tell whether older ones exist), with limit bounded as for
+// LatestMessages; it returns the bounded limit.
+func (db *DB) newestBefore(ctx context.Context, sessionID string, beforeSeq int64, limit int) ([]Message, int, error) {
+	if limit <= 0 {
+		limit = DefaultMessagePage
+	}
+	limit = min(limit, MaxMessagePage)
+	rows, err := db.stmts.msgsBefore.QueryContext(ctx, sessionID, beforeSeq, limit+1)
+	if err != nil {
+		return nil, limit, err
+	}
+	msgs, err := appendRows(make([]Message, 0, min(limit+1, 64)), rows, scanMessage)
+	return msgs, limit, err
 }
 
 // LatestTurns is a chat page: the newest whole turns of the session, at most limit
@@ -333,15 +341,7 @@ func (db *DB) TurnsBefore(ctx context.Context, sessionID string, beforeSeq int64
 }
 
 func (db *DB) turnsBefore(ctx context.Context, sessionID string, beforeSeq int64, limit int) ([]Message, bool, error) {
-	if limit <= 0 {
-		limit = DefaultMessagePage
-	}
-	limit = min(limit, MaxMessagePage)
-	rows, err := db.stmts.msgsBefore.QueryContext(ctx, sessionID, beforeSeq, limit+1)
-	if err != nil {
-		return nil, false, err
-	}
-	msgs, err := appendRows(make([]Message, 0, min(limit+1, 64)), rows, scanMessage)
+	msgs, limit, err := db.newestBefore(ctx, sessionID, beforeSeq, limit)
 	if err != nil {
 		return nil, false, err
 	}
