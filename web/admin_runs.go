@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -311,18 +310,12 @@ func (s *Server) importRun(c echo.Context) error {
 		}
 		return render(c, status, views.AdminRunsPage(s.page(c, "Runs of all users"), v))
 	}
-	fh, err := c.FormFile("file")
-	if err != nil || fh.Size == 0 {
+	data, ok, err := uploadedFile(c, "file", trace.MaxRunImportBytes)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return fail(errs.E(errs.Invalid, "Choose a run export file first."))
-	}
-	f, err := fh.Open()
-	if err != nil {
-		return err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, trace.MaxRunImportBytes+1))
-	f.Close()
-	if err != nil {
-		return err
 	}
 	if s.Recorder == nil {
 		return errs.E(errs.NotFound, "runs are not recorded here")

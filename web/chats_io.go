@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -229,16 +228,10 @@ func fence(text, lang string) string {
 func (s *Server) importChats(c echo.Context) error {
 	u, _ := currentUser(c)
 	data := []byte(c.FormValue("json"))
-	if fh, err := c.FormFile("file"); err == nil && fh.Size > 0 {
-		f, err := fh.Open()
-		if err != nil {
-			return err
-		}
-		data, err = io.ReadAll(io.LimitReader(f, maxChatsImportBytes+1))
-		f.Close()
-		if err != nil {
-			return err
-		}
+	if file, ok, err := uploadedFile(c, "file", maxChatsImportBytes); err != nil {
+		return err
+	} else if ok {
+		data = file
 	}
 	chats, err := parseChatsImport(data)
 	if err == nil {

@@ -190,17 +190,10 @@ func (s *Server) importMemories(c echo.Context) error {
 	u, _ := currentUser(c)
 	paste := c.FormValue("json")
 	data := []byte(paste)
-	if fh, err := c.FormFile("file"); err == nil && fh.Size > 0 {
-		f, err := fh.Open()
-		if err != nil {
-			return err
-		}
-		data, err = io.ReadAll(io.LimitReader(f, maxImportBytes+1))
-		f.Close()
-		if err != nil {
-			return err
-		}
-		paste = "" // a file's content is not put back into the textarea
+	if file, ok, err := uploadedFile(c, "file", maxImportBytes); err != nil {
+		return err
+	} else if ok {
+		data, paste = file, "" // a file's content is not put back into the textarea
 	}
 	fail := func(err error) error {
 		if errs.Code(err) == errs.Internal {
@@ -256,4 +249,21 @@ func (s *Server) undoImport(ctx context.Context, owner int64, ids []string) erro
 		}
 	}
 	return nil
+}
+
+// uploadedFile reads the form's file field: ok is false when none (or an empty one)
+// was sent. It reads at most limit+1 bytes, so that the caller's size check can tell
+// "too large" from "just fits" without reading a huge upload whole.
+func uploadedFile(c echo.Context, field string, limit int64) (data []byte, ok bool, err error) {
+	fh, err := c.FormFile(field)
+	if err != nil || fh.Size == 0 {
+		return nil, false, nil
+	}
+	f, err := fh.Open()
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	data, err = io.ReadAll(io.LimitReader(f, limit+1))
+	return data, err == nil, err
 }
