@@ -140,7 +140,7 @@ func TestEndToEndChat(t *testing.T) {
 
 	// 5. A second user opening the first user's session URL gets 404.
 	run("create bob",
-		chromedp.Navigate(a.URL+"/admin/users"),
+		chromedp.Navigate(a.URL+"/settings/users"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=user-create-form]`)),
 		chromedp.SendKeys(chromedp.CSS(`#new-user-username`), "bob"),
 		chromedp.SendKeys(chromedp.CSS(`#new-user-password`), "bob password 1"),
@@ -172,7 +172,7 @@ func TestEndToEndChat(t *testing.T) {
 	run("delete bob",
 		chromedp.Click(chromedp.CSS(`[data-testid=logout]`)),
 		loginSteps("alice", "correct horse battery"),
-		chromedp.Navigate(a.URL+"/admin/users"),
+		chromedp.Navigate(a.URL+"/settings/users"),
 		chromedp.Click(chromedp.CSS(row+`[data-testid=user-delete-open]`)),
 		chromedp.WaitVisible(chromedp.CSS(row+`[data-testid=user-delete-what]`)),
 		into(&what, chromedp.Text(chromedp.CSS(row+`[data-testid=user-delete-what]`))),
