@@ -320,6 +320,7 @@ func TestEndToEndAgentTools(t *testing.T) {
 		into(&cards, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=tool-card]').length`)),
 		into(&calcStatus, chromedp.Text(chromedp.CSS(`[data-testid=tool-card][data-tool=calculator]`))),
 		into(&finalText, chromedp.Text(chromedp.CSS(`#messages article[data-role=assistant]:last-of-type .md`))),
+		chromedp.Click(chromedp.CSS(`[data-testid=side-toggle]`)), // collapsed by default
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=context-meter] [data-zone], [data-testid=context-meter] .meter-zone`)),
 	)
 	if cards != 2 || !strings.Contains(calcStatus, "calculator") || !strings.Contains(finalText, "sum is 42") {

@@ -455,7 +455,7 @@ func keysHelp() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "<dialog id=\"keys-help\" class=\"keys-help card\" aria-labelledby=\"keys-help-title\" data-testid=\"keys-help\"><h2 id=\"keys-help-title\">Keyboard shortcuts</h2><dl class=\"facts\"><dt><kbd>n</kbd></dt><dd>New chat</dd><dt><kbd>c</kbd></dt><dd>Focus the message box</dd><dt><kbd>/</kbd></dt><dd>Search chats</dd><dt><kbd>s</kbd></dt><dd>Stop the reply</dd><dt><kbd>?</kbd></dt><dd>This list</dd></dl><p class=\"muted\">Shortcuts do not fire while you type in a field; Esc leaves it.</p><form method=\"dialog\"><button type=\"submit\" data-testid=\"keys-help-close\">Close</button></form></dialog>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "<dialog id=\"keys-help\" class=\"keys-help card\" aria-labelledby=\"keys-help-title\" data-testid=\"keys-help\"><h2 id=\"keys-help-title\">Keyboard shortcuts</h2><dl class=\"facts\"><dt><kbd>n</kbd></dt><dd>New chat</dd><dt><kbd>c</kbd></dt><dd>Focus the message box</dd><dt><kbd>/</kbd></dt><dd>Search chats</dd><dt><kbd>s</kbd></dt><dd>Stop the reply</dd><dt><kbd>?</kbd></dt><dd>This list</dd></dl><p class=\"muted\">Shortcuts do not fire while you type in a field.</p><form method=\"dialog\"><button type=\"submit\" data-testid=\"keys-help-close\">Close</button></form></dialog>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
