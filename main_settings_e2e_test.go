@@ -68,6 +68,7 @@ func TestEndToEndSettingsArea(t *testing.T) {
 
 	all := append(append([]string{}, userSections...), adminSections...)
 	checkSettingsNav(t, run, a.URL, settingsPages, all, nil)
+	screenshot(t, ctx, "settings-desktop")
 
 	var path string
 	run("old users address",
@@ -97,6 +98,7 @@ func TestEndToEndSettingsArea(t *testing.T) {
 	// A phone: the nav is a scrollable row above the page, which does not scroll sideways.
 	run("phone", chromedp.EmulateViewport(390, 844), chromedp.Navigate(a.URL+"/settings/account"), chromedp.Poll[chromedp.Void](`window.innerWidth === 390`))
 	checkSettingsNav(t, run, a.URL, map[string]string{"/settings/account": "nav-account", "/memories": "nav-memories"}, userSections, adminSections)
+	screenshot(t, ctx, "settings-phone")
 	var overflow bool
 	run("no sideways scroll", into(&overflow, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`)))
 	if overflow {
@@ -146,6 +148,7 @@ func TestEndToEndPhoneHeader(t *testing.T) {
 			t.Errorf("page %q: the header is not one line at 390px: %s", path, bad)
 		}
 	}
+	screenshot(t, ctx, "users-phone")
 	run("log out from the settings nav",
 		chromedp.Navigate(a.URL+"/settings/account"),
 		chromedp.Poll[chromedp.Void](`!document.querySelector(".topbar [data-testid=logout]").checkVisibility()`),
@@ -183,6 +186,7 @@ func TestEndToEndSidePanelAndKeys(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#task-panel`)),
 		chromedp.Poll[chromedp.Void](`document.querySelector("[data-side]").open`),
 	)
+	screenshot(t, ctx, "side-open-desktop")
 	run("collapsed again, remembered",
 		chromedp.Click(chromedp.CSS(`[data-testid=side-toggle]`)),
 		chromedp.Poll[chromedp.Void](`!document.querySelector("#task-panel").checkVisibility()`),
