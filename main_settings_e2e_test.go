@@ -143,7 +143,10 @@ func TestEndToEndPhoneHeader(t *testing.T) {
 			run("open "+path, chromedp.Navigate(a.URL+path), chromedp.WaitVisible(chromedp.CSS(`.topbar`)))
 		}
 		var bad string
-		run("header on "+path, into(&bad, chromedp.Evaluate[string](oneLineHeaderJS)))
+		var barH float64
+		run("header on "+path, into(&bad, chromedp.Evaluate[string](oneLineHeaderJS)),
+			into(&barH, chromedp.Evaluate[float64](`document.querySelector(".topbar").getBoundingClientRect().height`)))
+		t.Logf("page %q at 390x844: top bar %.0f px high", path, barH)
 		if bad != "" {
 			t.Errorf("page %q: the header is not one line at 390px: %s", path, bad)
 		}
@@ -178,18 +181,26 @@ func TestEndToEndSidePanelAndKeys(t *testing.T) {
 		chromedp.Poll[chromedp.Void](`!document.querySelector("[data-side]").open && !document.querySelector("#task-panel").checkVisibility()`),
 		chromedp.Poll[chromedp.Void](chatFullWidth),
 	)
+	var collapsedW, openW float64
+	msgWidth := chromedp.Evaluate[float64](`document.querySelector("#messages").getBoundingClientRect().width`)
+	run("width collapsed", into(&collapsedW, msgWidth))
 	run("opened, it is a column beside the chat",
 		chromedp.Click(chromedp.CSS(`[data-testid=side-toggle]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#task-panel`)),
 		chromedp.Poll[chromedp.Void](`document.querySelector("#task-panel").getBoundingClientRect().left >= document.querySelector("#messages").getBoundingClientRect().right`),
+		// The choice is stored on the (asynchronous) toggle event: wait for it before reloading.
+		chromedp.Poll[chromedp.Void](`localStorage.getItem("atrium.side-open") === "1"`),
 		chromedp.Reload(),
 		chromedp.WaitVisible(chromedp.CSS(`#task-panel`)),
 		chromedp.Poll[chromedp.Void](`document.querySelector("[data-side]").open`),
 	)
 	screenshot(t, ctx, "side-open-desktop")
+	run("width open", into(&openW, msgWidth))
+	t.Logf("#messages at 1280x800: %.0f px wide with the panel collapsed, %.0f px opened", collapsedW, openW)
 	run("collapsed again, remembered",
 		chromedp.Click(chromedp.CSS(`[data-testid=side-toggle]`)),
 		chromedp.Poll[chromedp.Void](`!document.querySelector("#task-panel").checkVisibility()`),
+		chromedp.Poll[chromedp.Void](`localStorage.getItem("atrium.side-open") === "0"`),
 		chromedp.Reload(),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=composer]`)),
 		chromedp.Poll[chromedp.Void](`!document.querySelector("[data-side]").open`),
