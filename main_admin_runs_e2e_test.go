@@ -25,7 +25,7 @@ func TestEndToEndAdminRunReveal(t *testing.T) {
 	run := stepRunner(t, ctx)
 	setUpInBrowser(run, a, fake)
 	run("create bob",
-		chromedp.Navigate(a.URL+"/admin/users"),
+		chromedp.Navigate(a.URL+"/settings/users"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=user-create-form]`)),
 		chromedp.SendKeys(chromedp.CSS(`#new-user-username`), "bob"),
 		chromedp.SendKeys(chromedp.CSS(`#new-user-password`), "bob password 1"),
@@ -45,6 +45,7 @@ func TestEndToEndAdminRunReveal(t *testing.T) {
 	row := `[data-testid=admin-run][data-owner=bob] `
 	var before, status string
 	run("alice sees metadata",
+		chromedp.Click(chromedp.CSS(`[data-testid=nav-settings]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid=nav-admin-runs]`)),
 		chromedp.WaitVisible(chromedp.CSS(row+`[data-testid=admin-run-chat-hidden]`)),
 		into(&before, chromedp.Evaluate[string](`document.body.textContent`)),

@@ -140,7 +140,7 @@ func TestEndToEndChat(t *testing.T) {
 
 	// 5. A second user opening the first user's session URL gets 404.
 	run("create bob",
-		chromedp.Navigate(a.URL+"/admin/users"),
+		chromedp.Navigate(a.URL+"/settings/users"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=user-create-form]`)),
 		chromedp.SendKeys(chromedp.CSS(`#new-user-username`), "bob"),
 		chromedp.SendKeys(chromedp.CSS(`#new-user-password`), "bob password 1"),
@@ -172,7 +172,7 @@ func TestEndToEndChat(t *testing.T) {
 	run("delete bob",
 		chromedp.Click(chromedp.CSS(`[data-testid=logout]`)),
 		loginSteps("alice", "correct horse battery"),
-		chromedp.Navigate(a.URL+"/admin/users"),
+		chromedp.Navigate(a.URL+"/settings/users"),
 		chromedp.Click(chromedp.CSS(row+`[data-testid=user-delete-open]`)),
 		chromedp.WaitVisible(chromedp.CSS(row+`[data-testid=user-delete-what]`)),
 		into(&what, chromedp.Text(chromedp.CSS(row+`[data-testid=user-delete-what]`))),
@@ -320,6 +320,7 @@ func TestEndToEndAgentTools(t *testing.T) {
 		into(&cards, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=tool-card]').length`)),
 		into(&calcStatus, chromedp.Text(chromedp.CSS(`[data-testid=tool-card][data-tool=calculator]`))),
 		into(&finalText, chromedp.Text(chromedp.CSS(`#messages article[data-role=assistant]:last-of-type .md`))),
+		chromedp.Click(chromedp.CSS(`[data-testid=side-toggle]`)), // collapsed by default
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=context-meter] [data-zone], [data-testid=context-meter] .meter-zone`)),
 	)
 	if cards != 2 || !strings.Contains(calcStatus, "calculator") || !strings.Contains(finalText, "sum is 42") {

@@ -112,7 +112,7 @@ func TestEndToEndAdminMemoryReveal(t *testing.T) {
 	setUpInBrowser(run, a, fake)
 	const text = "Bob keeps his bicycle in the cellar"
 	run("create bob",
-		chromedp.Navigate(a.URL+"/admin/users"),
+		chromedp.Navigate(a.URL+"/settings/users"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=user-create-form]`)),
 		chromedp.SendKeys(chromedp.CSS(`#new-user-username`), "bob"),
 		chromedp.SendKeys(chromedp.CSS(`#new-user-password`), "bob password 1"),
@@ -133,6 +133,7 @@ func TestEndToEndAdminMemoryReveal(t *testing.T) {
 	bob := `[data-testid=memory-owner][data-username=bob] `
 	var count, before, revealed string
 	run("alice sees metadata, then reveals",
+		chromedp.Click(chromedp.CSS(`[data-testid=nav-settings]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid=nav-admin-memories]`)),
 		chromedp.WaitVisible(chromedp.CSS(bob+`[data-testid=memory-owner-count]`)),
 		into(&count, chromedp.Text(chromedp.CSS(bob+`[data-testid=memory-owner-count]`))),

@@ -365,15 +365,88 @@
     if (t) t.setAttribute('aria-expanded', open ? 'true' : 'false');
   }
 
-  // (6) The task panel and context meter: a right-hand column on wide screens, where
-  // their <details> is always open (its summary is hidden by CSS), and a collapsed
-  // "Task & context" box above the composer on narrow ones.
-  var wide = window.matchMedia('(min-width: 1000px)');
+  // (6) The task panel and context meter ("Task & context"): collapsed by default so
+  // the chat gets the width; the reader's choice is remembered in this browser. Wide
+  // screens show it opened as a right-hand column (CSS), narrow ones above the composer.
+  var SIDE_KEY = 'atrium.side-open';
   function placeSide() {
     var side = document.querySelector('details[data-side]');
-    if (side) side.open = wide.matches;
+    if (!side) return;
+    var open = false;
+    try { open = window.localStorage.getItem(SIDE_KEY) === '1'; } catch (_) { /* storage off: stay collapsed */ }
+    side.open = open;
   }
-  if (wide.addEventListener) wide.addEventListener('change', placeSide);
+  // "toggle" does not bubble: listen in the capture phase.
+  document.addEventListener('toggle', function (e) {
+    var d = e.target;
+    if (!(d instanceof HTMLDetailsElement) || !d.hasAttribute('data-side')) return;
+    try { window.localStorage.setItem(SIDE_KEY, d.open ? '1' : '0'); } catch (_) { /* not remembered */ }
+  }, true);
+
+  // (6b) Keyboard shortcuts, listed in the "?" dialog (#keys-help, in the layout).
+  // Single keys, so never while the reader types in a field or with a modifier held.
+  function typingIn(el) {
+    return el instanceof Element && !!el.closest('input, textarea, select, [contenteditable]:not([contenteditable=false])');
+  }
+  function csrfToken() {
+    try { return JSON.parse(document.body.getAttribute('hx-headers') || '{}')['X-CSRF-Token'] || ''; } catch (_) { return ''; }
+  }
+  function newChat() {
+    var b = document.querySelector('[data-testid=new-chat]');
+    if (b) { b.click(); return; }
+    // Pages without the chat list (settings): post the same form by hand.
+    var f = document.createElement('form');
+    f.method = 'post';
+    f.action = '/sessions';
+    var t = document.createElement('input');
+    t.type = 'hidden';
+    t.name = '_csrf';
+    t.value = csrfToken();
+    f.appendChild(t);
+    document.body.appendChild(f);
+    f.submit();
+  }
+  var shortcuts = {
+    '?': function () { document.getElementById('keys-help').showModal(); },
+    'n': newChat,
+    'c': function () {
+      var ta = composerText();
+      if (!ta) return false;
+      ta.focus();
+    },
+    '/': function () {
+      var box = document.getElementById('chat-search');
+      if (!box) return false;
+      if (window.matchMedia('(max-width: 720px)').matches) setSidebar(true);
+      box.focus();
+    },
+    's': function () {
+      var stop = document.querySelector('[data-testid=stop]');
+      if (!stop) return false;
+      stop.click();
+    }
+  };
+  document.addEventListener('click', function (e) {
+    if (e.target instanceof Element && e.target.closest('[data-keys-help]')) shortcuts['?']();
+  });
+  document.addEventListener('keydown', function (e) {
+    if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey || e.isComposing) return;
+    var help = document.getElementById('keys-help');
+    if (!help || help.open || typingIn(e.target)) return;
+    var act = shortcuts[e.key];
+    if (act && act() !== false) {
+      e.preventDefault();
+      swallowKey = e.key;
+    }
+  });
+  // Some synthetic key events send the character apart from keydown: drop it, or the
+  // "/" that focused the search would land in it.
+  var swallowKey = '';
+  document.addEventListener('keypress', function (e) {
+    if (swallowKey && e.key === swallowKey) e.preventDefault();
+    swallowKey = '';
+  }, true);
+  document.addEventListener('keyup', function () { swallowKey = ''; }, true);
 
   // (7) MCP resources: the Resources button loads #resources-panel (htmx); "Attach"
   // adds a chip with a hidden "attach" field (<server>\n<uri>) to form#composer, which

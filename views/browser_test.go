@@ -241,11 +241,11 @@ func TestBrowserAgentStep(t *testing.T) {
 	c := h.conn(t)
 	run(t, ctx,
 		waitJS(`typeof htmx === "object"`),
-		// Wide screen: the side column is open, without its summary.
-		waitJS(`document.querySelector("[data-side]").open`),
+		// Wide screen: the side panel starts collapsed; opened, it is a column.
+		waitJS(`!document.querySelector("[data-side]").open`),
+		chromedp.Click(chromedp.CSS(`[data-testid=side-toggle]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=task-empty]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#context-meter`)),
-		waitJS(`!document.querySelector("[data-testid=side-toggle]").checkVisibility()`),
 		waitJS(`document.querySelector("#task-panel").getBoundingClientRect().left >= document.querySelector("#messages").getBoundingClientRect().right`),
 	)
 

@@ -52,7 +52,7 @@ func providerPath(id int64, rest string) string {
 }
 
 func userPath(id int64, rest string) string {
-	return "/admin/users/" + strconv.FormatInt(id, 10) + rest
+	return "/settings/users/" + strconv.FormatInt(id, 10) + rest
 }
 
 func msgID(seq int64) string { return "msg-" + strconv.FormatInt(seq, 10) }

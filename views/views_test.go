@@ -272,8 +272,9 @@ func TestTopBar(t *testing.T) {
 		dontWant []string
 	}{
 		{"anonymous", nil, nil, []string{"nav-chat", "logout", "nav-settings"}},
-		{"user", &views.User{Username: "bob"}, []string{"nav-chat", "logout", "username"}, []string{"nav-settings", "nav-users"}},
-		{"admin", admin, []string{"nav-chat", "nav-settings", "nav-users", "logout"}, nil},
+		// The settings sections live in the settings area's own nav, not in the top bar.
+		{"user", &views.User{Username: "bob"}, []string{"nav-chat", "nav-settings", "logout", "username", "keys-button", "keys-help"}, []string{"nav-users", "nav-memories", "settings-nav"}},
+		{"admin", admin, []string{"nav-chat", "nav-settings", "logout", "keys-help"}, []string{"nav-users", "nav-mcp", "settings-nav"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -651,14 +652,14 @@ func TestUsersPage(t *testing.T) {
 		}
 	}
 	one(t, "reset own password", byAttr("data-testid", "user-reset"), self)
-	one(t, "enable", byAttr("action", "/admin/users/2/enable"), other)
-	one(t, "role", byAttr("action", "/admin/users/2/role"), other)
-	one(t, "reset", byAttr("action", "/admin/users/2/reset"), other)
-	one(t, "delete", byAttr("action", "/admin/users/2/delete"), other)
+	one(t, "enable", byAttr("action", "/settings/users/2/enable"), other)
+	one(t, "role", byAttr("action", "/settings/users/2/role"), other)
+	one(t, "reset", byAttr("action", "/settings/users/2/reset"), other)
+	one(t, "delete", byAttr("action", "/settings/users/2/delete"), other)
 	if _, open := attr(one(t, "delete details", byAttr("data-testid", "user-delete-details"), other), "open"); open {
 		t.Error("the delete form is open without an error")
 	}
-	one(t, "create", byAttr("action", "/admin/users"), doc)
+	one(t, "create", byAttr("action", "/settings/users"), doc)
 }
 
 func TestErrorPage(t *testing.T) {

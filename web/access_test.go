@@ -80,10 +80,10 @@ func TestEndingALoginClosesItsSockets(t *testing.T) {
 			wantStatus(env.t, a.post("/logout", nil), http.StatusSeeOther)
 		}, false, true},
 		{"password reset", func(env *testEnv, admin, _ *browser, bob int64) {
-			wantStatus(env.t, admin.post("/admin/users/"+itoa(bob)+"/reset", url.Values{"password": {"a brand new password"}}), http.StatusSeeOther)
+			wantStatus(env.t, admin.post("/settings/users/"+itoa(bob)+"/reset", url.Values{"password": {"a brand new password"}}), http.StatusSeeOther)
 		}, true, true},
 		{"disable", func(env *testEnv, admin, _ *browser, bob int64) {
-			wantStatus(env.t, admin.post("/admin/users/"+itoa(bob)+"/disable", nil), http.StatusSeeOther)
+			wantStatus(env.t, admin.post("/settings/users/"+itoa(bob)+"/disable", nil), http.StatusSeeOther)
 		}, true, true},
 	}
 	for _, tt := range tests {
@@ -179,7 +179,7 @@ func TestDemotionClosesAdminSockets(t *testing.T) {
 	admin := env.setup()
 	admin.addProvider("Fake", env.llm.URL(), "fake-model", "")
 	for _, name := range []string{"carol", "dave"} {
-		wantStatus(t, admin.post("/admin/users", url.Values{"username": {name}, "password": {testPassword}, "role": {store.RoleAdmin}}), http.StatusSeeOther)
+		wantStatus(t, admin.post("/settings/users", url.Values{"username": {name}, "password": {testPassword}, "role": {store.RoleAdmin}}), http.StatusSeeOther)
 	}
 	carol, dave := env.login("carol", testPassword), env.login("dave", testPassword)
 
@@ -189,7 +189,7 @@ func TestDemotionClosesAdminSockets(t *testing.T) {
 		settings, chat := carol.mcpSettingsSocket(), carol.dial(id)
 		keep := admin.mcpSettingsSocket()
 		start := time.Now()
-		wantStatus(t, admin.post("/admin/users/"+itoa(env.userID("carol"))+"/role", url.Values{"role": {store.RoleUser}}), http.StatusSeeOther)
+		wantStatus(t, admin.post("/settings/users/"+itoa(env.userID("carol"))+"/role", url.Values{"role": {store.RoleUser}}), http.StatusSeeOther)
 		took, _ := settings.waitClosed(start, closeBound)
 		t.Logf("the demoted admin's MCP socket closed after %v", took)
 		chat.stillOpen(env, "still a user")

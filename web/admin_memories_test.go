@@ -124,7 +124,7 @@ func TestAdminMemoriesNotFoundForUsers(t *testing.T) {
 	if len(env.memories("ann")) != 1 || len(env.auditAbout("ann")) != 0 {
 		t.Error("a user's requests changed ann's memories or the audit log")
 	}
-	if strings.Contains(bob.get("/").body, `data-testid="nav-admin-memories"`) {
+	if strings.Contains(bob.get("/memories").body, `data-testid="nav-admin-memories"`) {
 		t.Error("a user's nav links to the admin memories page")
 	}
 }

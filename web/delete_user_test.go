@@ -98,12 +98,12 @@ func TestDeleteUserShredsEverything(t *testing.T) {
 	}
 
 	// Refused: a wrong confirmation, and deleting oneself. Nothing goes.
-	r := admin.post("/admin/users/"+itoa(bobID)+"/delete", url.Values{"confirm": {"admin"}})
+	r := admin.post("/settings/users/"+itoa(bobID)+"/delete", url.Values{"confirm": {"admin"}})
 	wantStatus(t, r, http.StatusBadRequest)
 	if !strings.Contains(r.body, "Type the username “"+username+"” to confirm; nothing was deleted.") {
 		t.Errorf("the refusal does not say why: %.2000s", r.body)
 	}
-	r = admin.post("/admin/users/"+itoa(env.userID("admin"))+"/delete", url.Values{"confirm": {"admin"}})
+	r = admin.post("/settings/users/"+itoa(env.userID("admin"))+"/delete", url.Values{"confirm": {"admin"}})
 	wantStatus(t, r, http.StatusConflict)
 	if !strings.Contains(r.body, "You cannot delete your own account.") {
 		t.Errorf("deleting oneself: %.2000s", r.body)
@@ -113,8 +113,8 @@ func TestDeleteUserShredsEverything(t *testing.T) {
 	}
 
 	start := time.Now()
-	r = admin.post("/admin/users/"+itoa(bobID)+"/delete", url.Values{"confirm": {" " + strings.ToUpper(username) + " "}})
-	wantRedirect(t, r, "/admin/users?notice="+url.QueryEscape("User "+username+" deleted, with their chats, memories, runs and data key."))
+	r = admin.post("/settings/users/"+itoa(bobID)+"/delete", url.Values{"confirm": {" " + strings.ToUpper(username) + " "}})
+	wantRedirect(t, r, "/settings/users?notice="+url.QueryEscape("User "+username+" deleted, with their chats, memories, runs and data key."))
 	took, _ := ws.waitClosed(start, closeBound)
 	t.Logf("the deleted user's socket closed %v after the request started", took)
 
@@ -159,7 +159,7 @@ func TestDeleteUserShredsEverything(t *testing.T) {
 	// Their browser is logged out; the page no longer lists them; the admin's own
 	// chat still works.
 	wantRedirect(t, bob.get("/"), "/login")
-	page := admin.get("/admin/users")
+	page := admin.get("/settings/users")
 	if strings.Contains(page.body, username) {
 		t.Error("the users page still lists the deleted user")
 	}
@@ -183,7 +183,7 @@ func TestDeleteUserMidReply(t *testing.T) {
 	ws.until("Vexilloquent")
 
 	start := time.Now()
-	wantStatus(t, admin.post("/admin/users/"+itoa(bobID)+"/delete", url.Values{"confirm": {"bob"}}), http.StatusSeeOther)
+	wantStatus(t, admin.post("/settings/users/"+itoa(bobID)+"/delete", url.Values{"confirm": {"bob"}}), http.StatusSeeOther)
 	ws.waitClosed(start, closeBound)
 	testkit.Eventually(t, 5*time.Second, "the stopped reply ended", func() bool { return !env.agent.Busy(id) })
 	time.Sleep(100 * time.Millisecond) // the recorder's last writes follow the run's end

@@ -115,10 +115,10 @@ func TestMCPSettingsAdminOnly(t *testing.T) {
 		t.Fatalf("a plain user created %d MCP servers", len(rows))
 	}
 	// A plain user's page has no MCP link; the admin's has.
-	if strings.Contains(bob.get("/").body, `data-testid="nav-mcp"`) {
+	if strings.Contains(bob.get("/settings/account").body, `data-testid="nav-mcp"`) {
 		t.Error("a plain user sees the MCP link")
 	}
-	if !strings.Contains(admin.get("/").body, `data-testid="nav-mcp"`) {
+	if !strings.Contains(admin.get("/settings/account").body, `data-testid="nav-mcp"`) {
 		t.Error("the admin sees no MCP link")
 	}
 }

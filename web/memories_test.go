@@ -69,7 +69,7 @@ func TestMemoriesPage(t *testing.T) {
 			t.Errorf("the empty page lacks %s", want)
 		}
 	}
-	if !strings.Contains(admin.get("/").body, `data-testid="nav-memories"`) {
+	if !strings.Contains(admin.get("/settings/account").body, `data-testid="nav-memories"`) {
 		t.Error("the admin's nav lacks Memories")
 	}
 

@@ -83,13 +83,6 @@ func (s *Server) routes() *echo.Echo {
 	a.POST("/settings/providers/:pid/delete", s.deleteProvider)
 	a.POST("/settings/providers/:pid/refresh", s.refreshProviderModels)
 	a.POST("/settings/default-model", s.setDefaultModel)
-	a.GET("/admin/users", s.showUsers)
-	a.POST("/admin/users", s.createUser)
-	a.POST("/admin/users/:uid/disable", s.disableUser)
-	a.POST("/admin/users/:uid/enable", s.enableUser)
-	a.POST("/admin/users/:uid/reset", s.resetUserPassword)
-	a.POST("/admin/users/:uid/role", s.setUserRole)
-	a.POST("/admin/users/:uid/delete", s.deleteUser)
 	a.GET("/settings/mcp", s.showMCP)
 	a.POST("/settings/mcp", s.createMCPServer)
 	a.GET("/settings/mcp/ws", s.mcpSocket)
@@ -110,6 +103,18 @@ func (s *Server) routes() *echo.Echo {
 	am.POST("/:uid/delete", s.adminDeleteMemories)
 	am.POST("/:uid/forget-all", s.adminForgetAll)
 
+	// The user accounts: admins only, a 404 to everyone else. Old links to /admin/users
+	// keep working (a permanent redirect, which a browser caches).
+	us := u.Group("/settings/users", s.hideFromNonAdmins)
+	us.GET("", s.showUsers)
+	us.POST("", s.createUser)
+	us.POST("/:uid/disable", s.disableUser)
+	us.POST("/:uid/enable", s.enableUser)
+	us.POST("/:uid/reset", s.resetUserPassword)
+	us.POST("/:uid/role", s.setUserRole)
+	us.POST("/:uid/delete", s.deleteUser)
+	u.GET("/admin/users", movedTo("/settings/users"))
+
 	// Every user's runs: admins only, a 404 to everyone else, like the memories.
 	ar := u.Group("/settings/runs", s.hideFromNonAdmins)
 	ar.GET("", s.showAdminRuns)
@@ -119,6 +124,18 @@ func (s *Server) routes() *echo.Echo {
 
 	e.RouteNotFound("/*", func(c echo.Context) error { return echo.ErrNotFound })
 	return e
+}
+
+// movedTo answers a GET of an old address with a permanent redirect to its new one,
+// keeping the query (e.g. ?notice=).
+func movedTo(path string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		to := path
+		if q := c.Request().URL.RawQuery; q != "" {
+			to += "?" + q
+		}
+		return c.Redirect(http.StatusMovedPermanently, to)
+	}
 }
 
 func (s *Server) healthz(c echo.Context) error { return c.String(http.StatusOK, "ok\n") }

@@ -50,7 +50,7 @@ func (s *Server) usersFail(c echo.Context, err error, form views.AuthForm, role 
 }
 
 func usersDone(c echo.Context, notice string) error {
-	return c.Redirect(http.StatusSeeOther, "/admin/users?notice="+url.QueryEscape(notice))
+	return c.Redirect(http.StatusSeeOther, "/settings/users?notice="+url.QueryEscape(notice))
 }
 
 func validRole(r string) error {

@@ -224,7 +224,7 @@ func (e *testEnv) setup() *browser {
 // user has admin create a plain user and returns that user's logged-in browser.
 func (e *testEnv) user(admin *browser, name string) *browser {
 	e.t.Helper()
-	r := admin.post("/admin/users", url.Values{"username": {name}, "password": {testPassword}, "role": {store.RoleUser}})
+	r := admin.post("/settings/users", url.Values{"username": {name}, "password": {testPassword}, "role": {store.RoleUser}})
 	wantStatus(e.t, r, http.StatusSeeOther)
 	return e.login(name, testPassword)
 }
@@ -471,7 +471,7 @@ func TestLogin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantStatus(t, admin.post("/admin/users/"+itoa(u.ID)+"/disable", nil), http.StatusSeeOther)
+		wantStatus(t, admin.post("/settings/users/"+itoa(u.ID)+"/disable", nil), http.StatusSeeOther)
 		wantRedirect(t, bob.get("/"), "/login")
 		r := env.browser().post("/login", url.Values{"username": {"bob"}, "password": {testPassword}})
 		wantStatus(t, r, http.StatusUnauthorized)
@@ -589,7 +589,7 @@ func TestAdminPagesForbiddenToUsers(t *testing.T) {
 	env := newTestEnv(t)
 	admin := env.setup()
 	bob := env.user(admin, "bob")
-	for _, p := range []string{"/settings/providers", "/admin/users"} {
+	for _, p := range []string{"/settings/providers"} {
 		r := bob.get(p)
 		wantStatus(t, r, http.StatusForbidden)
 		if !strings.Contains(r.body, "Only admins") {
@@ -597,7 +597,10 @@ func TestAdminPagesForbiddenToUsers(t *testing.T) {
 		}
 		wantStatus(t, admin.get(p), http.StatusOK)
 	}
-	wantStatus(t, bob.post("/admin/users", url.Values{"username": {"eve"}, "password": {testPassword}, "role": {"admin"}}), http.StatusForbidden)
+	// The users section is a 404 to a plain user, like the other admin-only settings sections.
+	wantStatus(t, bob.get("/settings/users"), http.StatusNotFound)
+	wantStatus(t, admin.get("/settings/users"), http.StatusOK)
+	wantStatus(t, bob.post("/settings/users", url.Values{"username": {"eve"}, "password": {testPassword}, "role": {"admin"}}), http.StatusNotFound)
 	wantStatus(t, bob.post("/settings/providers", url.Values{"name": {"x"}, "kind": {"openai"}, "base_url": {env.llm.URL()}, "models": {"m"}}), http.StatusForbidden)
 	if _, err := env.db.UserByUsername(context.Background(), "eve"); err == nil {
 		t.Error("a plain user created an account")
