@@ -107,6 +107,10 @@ var allowedTags = func() map[string]bool {
 		m["<"+t+">"] = true
 		m["</"+t+">"] = true
 	}
+	m["</span>"] = true
+	for _, c := range highlightClasses {
+		m[`<span class="`+c+`">`] = true
+	}
 	for _, t := range []string{"th", "td"} {
 		for _, a := range []string{"left", "right", "center"} {
 			m["<"+t+` align="`+a+`">`] = true
