@@ -3,7 +3,8 @@
 // Render is the whole pipeline: goldmark (CommonMark + GFM tables, strikethrough,
 // autolinks and task lists) with raw HTML treated as plain text, then a bluemonday
 // policy (skipped when goldmark's output is provably inert and the policy would not
-// change it; see inert), then a "Copy" button around every code block. SplitStable supports
+// change it; see inert), then a "Copy" button around every code block. Fenced code
+// blocks that name a language are highlighted with CSS classes (highlight.go). SplitStable supports
 // incremental rendering while a reply streams in.
 //
 // All functions are safe for concurrent use.
