@@ -12,3 +12,10 @@ func InertAndSanitized(src string) (html, fast string, ok bool, sanitized string
 	fast, ok = inert(buf.Bytes())
 	return buf.String(), fast, ok, string(policy.SanitizeBytes(buf.Bytes()))
 }
+
+// ForgetHighlights empties the highlighting cache, for benchmarks of a first render.
+func ForgetHighlights() {
+	highlighted.mu.Lock()
+	highlighted.spans, highlighted.size = nil, 0
+	highlighted.mu.Unlock()
+}

@@ -13,7 +13,8 @@ import (
 // The language: text that contains no '<', no control character but tab and newline
 // (so no '\r', which the sanitiser's tokenizer rewrites) and no '&' but in &lt; &gt;
 // &amp; and &quot;, and is valid UTF-8; and tags from allowedTags, or exactly
-// <code class="language-X"> with X made of [A-Za-z0-9_+-] (which the policy allows).
+// <code class="language-X"> with X made of [A-Za-z0-9_+-] (which the policy allows),
+// or <span class="C"> with C one of highlightClasses (highlight.go; the policy allows those).
 // Nothing in it can be a link, an image, an event handler, a style, a script or any
 // other element or attribute that does something: every tag is one of a fixed set of
 // formatting tags, mostly without attributes, and no text can open a tag or an entity
@@ -106,6 +107,10 @@ var allowedTags = func() map[string]bool {
 		"table", "thead", "tbody", "tr", "th", "td"} {
 		m["<"+t+">"] = true
 		m["</"+t+">"] = true
+	}
+	m["</span>"] = true
+	for _, c := range highlightClasses {
+		m[`<span class="`+c+`">`] = true
 	}
 	for _, t := range []string{"th", "td"} {
 		for _, a := range []string{"left", "right", "center"} {

@@ -65,6 +65,8 @@ func TestInertMatchesSanitizer(t *testing.T) {
 		"# Title\n\n> quote **bold** *em* ~~del~~ `code`\n\n---\n\na  \nb\\\nc\n",
 		"```go\nfunc f() { return \"x\" + 'y' }\n```\n\n| a | b | c |\n|:--|--:|:-:|\n| 1 | 2 | 3 |\n",
 		"- [x] done\n- [ ] todo\n",
+		"```python\ndef f(x):\n    return x < 'a'  # it's\n```\n",
+		"```html\n<script>alert(\"x\")</script></pre>\n```\n",
 	} {
 		if !checkInert(t, src) {
 			t.Errorf("inert does not accept %q", src)

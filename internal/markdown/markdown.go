@@ -3,7 +3,8 @@
 // Render is the whole pipeline: goldmark (CommonMark + GFM tables, strikethrough,
 // autolinks and task lists) with raw HTML treated as plain text, then a bluemonday
 // policy (skipped when goldmark's output is provably inert and the policy would not
-// change it; see inert), then a "Copy" button around every code block. SplitStable supports
+// change it; see inert), then a "Copy" button around every code block. Fenced code
+// blocks that name a language are highlighted with CSS classes (highlight.go). SplitStable supports
 // incremental rendering while a reply streams in.
 //
 // All functions are safe for concurrent use.
@@ -84,7 +85,7 @@ func escapeText(s string) string { return string(util.EscapeHTML([]byte(s))) }
 func newMarkdown() goldmark.Markdown {
 	// Without the raw-HTML block and inline parsers, "<script>" is ordinary text and
 	// goldmark escapes it like any other text; the sanitiser is the second line.
-	blocks := without(parser.DefaultBlockParsers(), parser.NewHTMLBlockParser())
+	blocks := withFenceTracker(without(parser.DefaultBlockParsers(), parser.NewHTMLBlockParser()))
 	inlines := without(parser.DefaultInlineParsers(), parser.NewRawHTMLParser())
 	p := parser.NewParser(
 		parser.WithBlockParsers(blocks...),
@@ -100,7 +101,7 @@ func newMarkdown() goldmark.Markdown {
 			extension.TaskList,
 		),
 		goldmark.WithRendererOptions(
-			renderer.WithNodeRenderers(util.Prioritized(imageAsLink{}, 100)),
+			renderer.WithNodeRenderers(util.Prioritized(imageAsLink{}, 100), util.Prioritized(codeHighlighter{}, 100)),
 		),
 	)
 }
@@ -162,6 +163,8 @@ func newPolicy() *bluemonday.Policy {
 	p.RequireNoReferrerOnLinks(true)
 	p.AddTargetBlankToFullyQualifiedLinks(true)
 	p.AllowAttrs("class").Matching(regexp.MustCompile(`^language-[a-zA-Z0-9_+-]+$`)).OnElements("code")
+	// Syntax highlighting (highlight.go): exactly the classes it writes.
+	p.AllowAttrs("class").Matching(regexp.MustCompile(`^(` + strings.Join(highlightClasses, "|") + `)$`)).OnElements("span")
 	// GFM task lists.
 	p.AllowAttrs("type").Matching(regexp.MustCompile(`^checkbox$`)).OnElements("input")
 	p.AllowAttrs("checked", "disabled").Matching(regexp.MustCompile(`^$`)).OnElements("input")

@@ -49,4 +49,20 @@ func BenchmarkTailRender(b *testing.B) {
 			Render(code)
 		}
 	})
+	// The tail right after its code block closed, as the hub re-renders it until
+	// SplitStable moves past the block: highlighted, first time (uncached) and again.
+	closed := code + "```\n\nAnd then"
+	b.Run("closed-code-lines=40", func(b *testing.B) {
+		for b.Loop() {
+			Render(closed)
+		}
+	})
+	b.Run("closed-code-lines=40-uncached", func(b *testing.B) {
+		for b.Loop() {
+			highlighted.mu.Lock()
+			highlighted.spans = nil
+			highlighted.mu.Unlock()
+			Render(closed)
+		}
+	})
 }
