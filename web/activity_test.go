@@ -234,6 +234,29 @@ func TestActivityRollupsMatchSpans(t *testing.T) {
 	if ok, err := env.db.BackfillActivity(ctx, 30*24*time.Hour); err != nil || ok {
 		t.Errorf("a second backfill ran: %v %v", ok, err)
 	}
+	// Turns are the users' own: an imported run (an admin's bug report) is not
+	// one, so the backfill leaves it out as the live sink never sees it.
+	wantTurns := storedRollups(t, env, adminID)[rollupKey{"fake-model", store.MetricTurn, ""}]
+	at := env.clock.now()
+	if err := env.db.InsertRuns(ctx, []store.ImportedRun{{Imported: true, RunInfo: store.RunInfo{ID: "imported-run", OwnerID: adminID,
+		Model: "fake-model", Status: trace.StatusComplete, StartedAt: at, EndedAt: at, InputTokens: 999, Steps: 1},
+		Spans: []store.ImportedSpan{{SpanRow: store.SpanRow{RunID: "imported-run", Seq: 1, Kind: trace.KindToolCall, Name: "imported_tool",
+			Status: trace.SpanOK, StartedAt: at, EndedAt: at}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.db.SetMeta(ctx, "activity_backfill", nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := env.db.BackfillActivity(ctx, 30*24*time.Hour); err != nil || !ok {
+		t.Fatalf("backfill: %v %v", ok, err)
+	}
+	backfilled := storedRollups(t, env, adminID)
+	if got := backfilled[rollupKey{"fake-model", store.MetricTurn, ""}]; got != wantTurns {
+		t.Errorf("backfilled turns %+v, want %+v (an imported run is not a turn)", got, wantTurns)
+	}
+	if got, ok := backfilled[rollupKey{"fake-model", store.MetricTool, "imported_tool"}]; ok {
+		t.Errorf("an imported run's tool call is rolled up: %+v", got)
+	}
 
 	page := admin.get("/settings/activity?range=24h")
 	wantStatus(t, page, http.StatusOK)

@@ -136,7 +136,7 @@ func bucketCases(d string) string {
 	return b.String()
 }
 
-// BackfillActivity rolls up the finished runs of the last window once, when
+// BackfillActivity rolls up the finished turns of the last window once, when
 // migration 0032 asked for it; it reports whether it ran. What spans cannot
 // tell is left out: the time to the first token (never recorded), the kind of
 // an error (recorded as text: "unknown") and memory hits in sealed spans.
@@ -151,7 +151,9 @@ func (db *DB) BackfillActivity(ctx context.Context, window time.Duration) (bool,
 	hour := "r.started_at / 3600000 * 3600000"
 	zero := strings.Repeat(", 0", ActivityBuckets)
 	insert := `INSERT INTO activity_rollups (hour, owner_id, model, metric, label, n, ok, sum, tokens_in, tokens_out, ` + bucketCols + `) `
-	finished := ` r.started_at >= ? AND r.status != 'running' `
+	// The users' own turns, as the live sink sees them: no replay (replay_span is
+	// kept when its source goes) and no imported run.
+	finished := ` r.started_at >= ? AND r.status != 'running' AND r.replay_span = 0 AND r.imported = 0 `
 	dur := "(s.ended_at - s.started_at)"
 	queries := []string{
 		insert + `SELECT ` + hour + `, r.owner_id, r.model, 'turn', '', COUNT(*), SUM(r.status = 'complete'), 0,
