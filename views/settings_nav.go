@@ -15,6 +15,7 @@ var SettingsSections = []SettingsSection{
 	{Path: "/settings/mcp", Label: "MCP servers", TestID: "nav-mcp", AdminOnly: true},
 	{Path: "/settings/memories", Label: "All memories", TestID: "nav-admin-memories", AdminOnly: true},
 	{Path: "/settings/runs", Label: "Runs", TestID: "nav-admin-runs", AdminOnly: true},
+	{Path: "/settings/activity", Label: "Activity", TestID: "nav-activity", AdminOnly: true},
 	{Path: "/settings/users", Label: "Users", TestID: "nav-users", AdminOnly: true},
 }
 

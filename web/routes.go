@@ -121,6 +121,8 @@ func (s *Server) routes() *echo.Echo {
 	ar.POST("/import", s.importRun)
 	ar.GET("/:rid", s.showAdminRun)
 	ar.POST("/:rid/reveal", s.revealRun)
+	// Charts of every user's runs: admins only, like the runs.
+	u.GET("/settings/activity", s.showActivity, s.hideFromNonAdmins)
 
 	e.RouteNotFound("/*", func(c echo.Context) error { return echo.ErrNotFound })
 	return e

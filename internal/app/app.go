@@ -46,7 +46,8 @@ type App struct {
 	Hub       *web.Hub
 	Web       *web.Server
 	Log       *slog.Logger
-	Metrics   *metrics.Metrics // nil unless -metrics-addr or -metrics-token is set
+	Metrics   *metrics.Metrics  // nil unless -metrics-addr or -metrics-token is set
+	Activity  *metrics.Activity // the rollups of Settings → Activity
 
 	lock      *instanceLock      // nil where flock is unavailable
 	stopPurge context.CancelFunc // ends the expired-memory purge loop
@@ -189,6 +190,14 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	a.Agent.Subscribe(a.Hub)
 	a.Agent.Subscribe(trace.NewConsumer(a.Recorder, log))
 	a.Agent.Subscribe(a.Hub.RunLinks())
+	// Runs from before the rollups existed are rolled up once, before any new run.
+	if ok, err := db.BackfillActivity(ctx, activityBackfill); err != nil {
+		log.Warn("activity: could not roll up earlier runs; Settings → Activity starts from now", "err", err)
+	} else if ok {
+		log.Info("activity: rolled up the runs of the last 30 days")
+	}
+	a.Activity = metrics.NewActivity(db, log)
+	a.Agent.Subscribe(a.Activity)
 	a.MCP = mcp.NewSupervisor(a.Tools, log, nil)
 	// Sandboxed servers' private homes live with the data, so they work without a HOME.
 	a.MCP.SandboxDir = filepath.Join(cfg.DataDir, "mcp-sandbox")
@@ -261,6 +270,10 @@ func memoryDefaults(cfg config.Config) memory.Instance {
 // hubInterval coalesces streamed text into websocket frames (measured: StreamRelay
 // and StreamCPU in docs/benchmarks.md).
 const hubInterval = 30 * time.Millisecond
+
+// activityBackfill is how far back an upgraded instance rolls up its runs: the
+// longest range Settings → Activity shows.
+const activityBackfill = 30 * 24 * time.Hour
 
 // purgeEvery is how often expired memories are deleted (also once at start).
 const purgeEvery = time.Hour
@@ -352,6 +365,7 @@ func (a *App) Handler() http.Handler { return a.Web.Handler() }
 // happens. Then stop the HTTP server and Close.
 func (a *App) Shutdown(ctx context.Context) error {
 	err := a.Agent.Shutdown(ctx)
+	a.Activity.Close() // after the runs: their last rollups are written
 	a.stopPurge()
 	<-a.purged
 	a.MCP.Close()

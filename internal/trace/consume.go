@@ -101,7 +101,7 @@ func (c *Consumer) record(lr *liveRun, ev agent.Event) error {
 		if status == "" {
 			status = spanStatus("", s.err)
 		}
-		return lr.run.Record(ctx, s.kind, s.name, s.data, ev.At.Add(-ev.Duration), status, s.err, s.tokIn, s.tokOut)
+		return lr.run.RecordEnded(ctx, s.kind, s.name, s.data, ev.At.Add(-ev.Duration), ev.At, status, s.err, s.tokIn, s.tokOut)
 	}
 	switch ev.Kind {
 	case agent.EventContext:

@@ -108,3 +108,24 @@ func TestConsumerLogsWhatItCannotRecord(t *testing.T) {
 		t.Error("a run in another user's session was recorded")
 	}
 }
+
+// TestConsumerSpansLastAsLongAsTheirEvents: a span recorded from an event ends at
+// the event's time, however late the recorder gets to it (the hub and others are
+// served first), so a model call's span is as long as the call.
+func TestConsumerSpansLastAsLongAsTheirEvents(t *testing.T) {
+	f := newFixture(t)
+	c := trace.NewConsumer(f.rec, nil)
+	for _, ev := range runEvents("run-late", f.sess) {
+		ev.At = ev.At.Add(-time.Minute) // the recorder is a minute behind the events
+		c.Publish(ev)
+	}
+	_, spans, err := f.rec.Run(context.Background(), f.ann.ID, "run-late")
+	mustNil(t, err)
+	resp := spans[3]
+	if resp.Kind != trace.KindModelResponse {
+		t.Fatalf("span 4 is %s", resp.Kind)
+	}
+	if d := resp.EndedAt.Sub(resp.StartedAt); d < 4*time.Millisecond || d > 6*time.Millisecond {
+		t.Errorf("the model response span lasts %v, want the call's 5ms", d)
+	}
+}

@@ -463,7 +463,14 @@ func (s *Span) End(ctx context.Context, status string, err error, tokensIn, toke
 // Record writes a finished top-level span in one write: it started at started
 // and ends now. Status, err and data are as for Span.End.
 func (run *Run) Record(ctx context.Context, kind, name string, data any, started time.Time, status string, err error, tokensIn, tokensOut int) error {
-	return run.record(ctx, 0, kind, name, data, started, status, err, tokensIn, tokensOut)
+	return run.record(ctx, 0, kind, name, data, started, time.Time{}, status, err, tokensIn, tokensOut)
+}
+
+// RecordEnded is Record for a span that ended at ended (an event's time), not
+// when it is written: the event's other consumers run first, and their time is
+// not the span's.
+func (run *Run) RecordEnded(ctx context.Context, kind, name string, data any, started, ended time.Time, status string, err error, tokensIn, tokensOut int) error {
+	return run.record(ctx, 0, kind, name, data, started, ended, status, err, tokensIn, tokensOut)
 }
 
 // Record writes a finished span nested under s (see Run.Record).
@@ -471,10 +478,10 @@ func (s *Span) Record(ctx context.Context, kind, name string, data any, started 
 	if s == nil {
 		return nil
 	}
-	return s.run.record(ctx, s.ID(), kind, name, data, started, status, err, tokensIn, tokensOut)
+	return s.run.record(ctx, s.ID(), kind, name, data, started, time.Time{}, status, err, tokensIn, tokensOut)
 }
 
-func (run *Run) record(ctx context.Context, parent int64, kind, name string, data any, started time.Time, status string, err error, tokensIn, tokensOut int) error {
+func (run *Run) record(ctx context.Context, parent int64, kind, name string, data any, started, ended time.Time, status string, err error, tokensIn, tokensOut int) error {
 	if run == nil {
 		return nil
 	}
@@ -482,7 +489,9 @@ func (run *Run) record(ctx context.Context, parent int64, kind, name string, dat
 		return fmt.Errorf("trace: record span: %w", errs.E(errs.Invalid, "unknown span kind %q", kind))
 	}
 	raw, jerr := run.rec.red.JSON(data)
-	ended := run.rec.now()
+	if ended.IsZero() {
+		ended = run.rec.now()
+	}
 	if started.IsZero() {
 		started = ended
 	}
