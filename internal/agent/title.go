@@ -33,6 +33,9 @@ func (t *turn) wantsTitle(ctx context.Context) bool {
 	if !t.a.cfg.GenerateTitles {
 		return false
 	}
+	if t.s.Title != "" && t.s.TitleSource != store.TitleFromMessage {
+		return false // titled before this turn began: a source never goes back to first_line
+	}
 	s, err := t.a.Store.SessionForOwner(ctx, t.s.ID, t.s.OwnerID)
 	return err == nil && s.TitleSource == store.TitleFromMessage
 }
