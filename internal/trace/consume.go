@@ -113,7 +113,7 @@ func (c *Consumer) record(lr *liveRun, ev agent.Event) error {
 		if ev.Purpose != "" {
 			data = map[string]string{"purpose": ev.Purpose}
 		}
-		s, err := lr.run.Span(ctx, KindModelRequest, ev.Model, data)
+		s, err := lr.run.SpanAt(ctx, ev.At, KindModelRequest, ev.Model, data)
 		lr.model = s
 		return err
 	case agent.EventModelResponse:
@@ -125,13 +125,13 @@ func (c *Consumer) record(lr *liveRun, ev agent.Event) error {
 			if lr.model == nil {
 				return nil
 			}
-			err = lr.model.End(ctx, spanStatus("", ev.Err), ev.Err, resp.Usage.InputTokens, resp.Usage.OutputTokens,
+			err = lr.model.EndAt(ctx, ev.At, spanStatus("", ev.Err), ev.Err, resp.Usage.InputTokens, resp.Usage.OutputTokens,
 				ModelRequest{Request: *ev.Request, HTTP: redactWire(ev.Wire), Purpose: ev.Purpose, Response: resp})
 			lr.model = nil
 			return err
 		}
 		if lr.model != nil {
-			err = lr.model.End(ctx, spanStatus("", ev.Err), ev.Err, resp.Usage.InputTokens, 0,
+			err = lr.model.EndAt(ctx, ev.At, spanStatus("", ev.Err), ev.Err, resp.Usage.InputTokens, 0,
 				ModelRequest{Request: *ev.Request, HTTP: redactWire(ev.Wire)})
 			lr.model = nil
 		}

@@ -259,7 +259,13 @@ func (s *Span) ID() int64 {
 // redacted too). It takes the next seq. An unknown kind is errs.Invalid and gives
 // a nil *Span; a failed write returns a usable *Span with the error.
 func (run *Run) Span(ctx context.Context, kind, name string, data any) (*Span, error) {
-	return run.start(ctx, 0, kind, name, data)
+	return run.start(ctx, 0, kind, name, data, time.Time{})
+}
+
+// SpanAt is Span for a span that started at at (an event's time), not when it is
+// written: the event's other consumers run first.
+func (run *Run) SpanAt(ctx context.Context, at time.Time, kind, name string, data any) (*Span, error) {
+	return run.start(ctx, 0, kind, name, data, at)
 }
 
 // Child starts a span nested under s (see Run.Span).
@@ -267,10 +273,11 @@ func (s *Span) Child(ctx context.Context, kind, name string, data any) (*Span, e
 	if s == nil {
 		return nil, nil
 	}
-	return s.run.start(ctx, s.ID(), kind, name, data)
+	return s.run.start(ctx, s.ID(), kind, name, data, time.Time{})
 }
 
-func (run *Run) start(ctx context.Context, parent int64, kind, name string, data any) (*Span, error) {
+// start begins a span at at; zero is now.
+func (run *Run) start(ctx context.Context, parent int64, kind, name string, data any, at time.Time) (*Span, error) {
 	if run == nil {
 		return nil, nil
 	}
@@ -278,8 +285,11 @@ func (run *Run) start(ctx context.Context, parent int64, kind, name string, data
 		return nil, fmt.Errorf("trace: start span: %w", errs.E(errs.Invalid, "unknown span kind %q", kind))
 	}
 	raw, jerr := run.rec.red.JSON(data)
+	if at.IsZero() {
+		at = run.rec.now()
+	}
 	s := &Span{run: run, parent: parent, seq: run.nextSeq(), kind: kind, name: run.rec.red.String(name),
-		started: run.rec.now(), data: raw}
+		started: at, data: raw}
 	err := run.write(ctx, func(ctx context.Context, create *store.RunStart) error {
 		id, err := s.insert(ctx, create, SpanRunning, "", time.Time{}, 0, 0)
 		s.id = id // no one else has s yet
@@ -412,6 +422,12 @@ func (r *Recorder) SealStored(ctx context.Context, batch int) (int, error) {
 // new value wins); otherwise it replaces the start data. Ending a span twice is
 // errs.Conflict. A failed write leaves the span open so that End can be retried.
 func (s *Span) End(ctx context.Context, status string, err error, tokensIn, tokensOut int, data any) error {
+	return s.EndAt(ctx, time.Time{}, status, err, tokensIn, tokensOut, data)
+}
+
+// EndAt is End for a span that ended at at (an event's time); zero is now. A span
+// never ends before it started.
+func (s *Span) EndAt(ctx context.Context, at time.Time, status string, err error, tokensIn, tokensOut int, data any) error {
 	if s == nil {
 		return nil
 	}
@@ -432,7 +448,13 @@ func (s *Span) End(ctx context.Context, status string, err error, tokensIn, toke
 	if raw != nil {
 		newData = mergeJSON(s.data, raw)
 	}
-	ended := s.run.rec.now()
+	ended := at
+	if ended.IsZero() {
+		ended = s.run.rec.now()
+	}
+	if ended.Before(s.started) {
+		ended = s.started
+	}
 	werr := s.run.write(ctx, func(ctx context.Context, create *store.RunStart) error {
 		if s.id == 0 { // the start was never written: write the span whole
 			prev := s.data
