@@ -74,11 +74,11 @@ func (s *Server) changePassword(c echo.Context) error {
 	ctx := c.Request().Context()
 	u, _ := currentUser(c)
 	pw := c.FormValue("password")
-	switch {
-	case pw != c.FormValue("confirm"):
+	if pw != c.FormValue("confirm") {
 		return s.accountFail(c, errs.E(errs.Invalid, "The two new passwords differ."), nil)
-	case auth.ValidatePassword(pw) != nil:
-		return s.accountFail(c, auth.ValidatePassword(pw), nil)
+	}
+	if err := auth.ValidatePassword(pw); err != nil {
+		return s.accountFail(c, err, nil)
 	}
 	if _, _, err := s.logins.LogIn(ctx, u.Username, c.FormValue("current"), c.RealIP()); err != nil {
 		if errs.Code(err) == errs.Unauthorized {

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"testing"
 )
 
@@ -11,29 +9,7 @@ import (
 // written before it stay, and the tools of runs recorded before it are listed.
 func TestMigration0028KeepsAuditAndListsTools(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	raw, err := sql.Open("sqlite", path+"?_pragma=foreign_keys(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := raw.ExecContext(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`)
-	for _, m := range list {
-		if m.version >= 28 {
-			break
-		}
-		exec(m.sql)
-		exec(`INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.version, m.name)
-	}
+	path, raw, exec := databaseBefore(t, 28)
 	exec(`INSERT INTO users (id, username, password_hash, role, created_at, updated_at) VALUES (1, 'root', 'h', 'admin', 0, 0), (2, 'ann', 'h', 'user', 0, 0)`)
 	exec(`INSERT INTO audit_log (id, at, actor_id, subject_id, action, detail) VALUES (5, 100, 1, 2, 'reveal', '3'), (9, 200, NULL, 2, 'delete-all', '4')`)
 	exec(`INSERT INTO runs (id, owner_id, status, started_at) VALUES ('old-run', 2, 'complete', 300)`)

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"testing"
 )
 
@@ -13,29 +11,7 @@ import (
 // the n-th call with that id. A result with no such call stays unkeyed.
 func TestMigrationKeysToolResults(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	raw, err := sql.Open("sqlite", path+"?_pragma=foreign_keys(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := raw.ExecContext(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`)
-	for _, m := range list {
-		if m.version >= 25 {
-			break
-		}
-		exec(m.sql)
-		exec(`INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.version, m.name)
-	}
+	path, raw, exec := databaseBefore(t, 25)
 	exec(`INSERT INTO users (username, password_hash, role, created_at, updated_at) VALUES ('ann', 'h', 'user', 0, 0)`)
 	exec(`INSERT INTO sessions (id, owner_id, created_at, updated_at) VALUES ('s1', 1, 0, 0)`)
 	rows := []struct {

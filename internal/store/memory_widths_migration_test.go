@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,29 +13,7 @@ import (
 // rows stay, and the exact and prefilter reads find them.
 func TestMigrationKeepsMemoryVectors(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	raw, err := sql.Open("sqlite", path+"?_pragma=foreign_keys(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := raw.ExecContext(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`)
-	for _, m := range list {
-		if m.version >= 11 {
-			break
-		}
-		exec(m.sql)
-		exec(`INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.version, m.name)
-	}
+	path, raw, exec := databaseBefore(t, 11)
 	exec(`INSERT INTO users (username, password_hash, role, created_at, updated_at) VALUES ('ann', 'h', 'user', 0, 0)`)
 	v := make([]float32, 512)
 	for i := range v {
