@@ -89,15 +89,21 @@ func TestBrowserSearchJumpsToOldMessage(t *testing.T) {
 		wait(`document.querySelector("[data-testid=load-newer]").compareDocumentPosition(document.querySelector("#msg-142")) & Node.DOCUMENT_POSITION_FOLLOWING`),
 	)
 	// Load newer reaches those again: each message is shown once, in order.
+	// A button htmx has swapped in is inert until its settle step processes it (~20 ms,
+	// longer on a loaded machine): a click before that does nothing, so wait for htmx to be idle.
+	htmxIdle := wait(`!document.querySelector(".htmx-added, .htmx-request, .htmx-settling, .htmx-swapping")`)
 	steps("load newer to the end",
+		htmxIdle,
 		chromedp.Click(chromedp.CSS(`[data-testid=load-newer]`)),
 		wait(`!!document.querySelector("#msg-117") && !!document.querySelector("[data-testid=load-newer]")`),
+		htmxIdle,
 		chromedp.Click(chromedp.CSS(`[data-testid=load-newer]`)),
 		wait(`!!document.querySelector("#msg-141") && !document.querySelector("[data-testid=load-newer]")`),
 		wait(`[...document.querySelectorAll("#messages > article.msg")].map(m => m.id).join() ===
 			Array.from({length: 143 - 15 + 1}, (_, i) => "msg-" + (15 + i)).join()`),
 	)
 	steps("load older",
+		htmxIdle,
 		chromedp.Click(chromedp.CSS(`[data-testid=load-older]`)),
 		wait(`!!document.querySelector("#msg-1") && document.querySelectorAll("#messages > article.msg").length === 143`),
 		wait(`!!document.querySelector("#msg-41.jump-target")`),
