@@ -60,9 +60,11 @@ func TestConsumerRecordsARunFromItsEvents(t *testing.T) {
 	for _, ev := range runEvents("run-1", f.sess) {
 		c.Publish(ev)
 	}
+	c.Close() // written once the queue is drained
 	ri, spans, err := f.rec.Run(context.Background(), f.ann.ID, "run-1")
 	mustNil(t, err)
-	if ri.Status != trace.StatusError || ri.Error != "The model call failed." || ri.InputTokens != 32 || ri.OutputTokens != 7 || ri.Steps != 2 {
+	if ri.Status != trace.StatusError || ri.Error != "The model call failed." || ri.InputTokens != 32 || ri.OutputTokens != 7 || ri.Steps != 2 ||
+		ri.Model != "m" { // from the run's first event, which records no span
 		t.Errorf("run %+v", ri)
 	}
 	var kinds []string
@@ -101,6 +103,7 @@ func TestConsumerLogsWhatItCannotRecord(t *testing.T) {
 	for _, ev := range runEvents("run-2", foreign) {
 		c.Publish(ev)
 	}
+	c.Close()
 	if n := strings.Count(logs.String(), `msg="trace: start run"`); n != 1 {
 		t.Errorf("logged %d start failures, want 1:\n%s", n, logs.String())
 	}
@@ -119,6 +122,7 @@ func TestConsumerSpansLastAsLongAsTheirEvents(t *testing.T) {
 		ev.At = ev.At.Add(-time.Minute) // the recorder is a minute behind the events
 		c.Publish(ev)
 	}
+	c.Close()
 	_, spans, err := f.rec.Run(context.Background(), f.ann.ID, "run-late")
 	mustNil(t, err)
 	resp := spans[3]
