@@ -17,7 +17,7 @@ import (
 // Consumer records runs from the agent's event stream: it is an agent.Sink. Every run
 // event becomes a span (token deltas are not stored one by one: the model response
 // holds their concatenation), so that a stored run holds what the model was sent (the
-// request as built and the bytes on the wire), what it answered, every tool call and
+// bytes on the wire; see ModelRequest), what it answered, every tool call and
 // result, summary updates, errors and the final reply.
 //
 // Recording is off the turn's path: Publish only describes the event's spans and
@@ -205,11 +205,12 @@ func describe(ev agent.Event) []span {
 		if ev.Purpose != "" {
 			// The memory extraction or title: request, response, tokens and duration
 			// in the one (sealed) model_request span; no response span.
-			return []span{{end: true, err: ev.Err, tokIn: resp.Usage.InputTokens, tokOut: resp.Usage.OutputTokens,
-				data: ModelRequest{Request: *ev.Request, HTTP: redactWire(ev.Wire), Purpose: ev.Purpose, Response: resp}}}
+			mr := storedRequest(*ev.Request, ev.Wire)
+			mr.Purpose, mr.Response = ev.Purpose, resp
+			return []span{{end: true, err: ev.Err, tokIn: resp.Usage.InputTokens, tokOut: resp.Usage.OutputTokens, data: mr}}
 		}
 		return []span{
-			{end: true, err: ev.Err, tokIn: resp.Usage.InputTokens, data: ModelRequest{Request: *ev.Request, HTTP: redactWire(ev.Wire)}},
+			{end: true, err: ev.Err, tokIn: resp.Usage.InputTokens, data: storedRequest(*ev.Request, ev.Wire)},
 			{kind: KindModelResponse, name: ev.Model, data: resp, err: ev.Err, tokOut: resp.Usage.OutputTokens},
 		}
 	case agent.EventToolResult:
