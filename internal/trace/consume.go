@@ -442,7 +442,7 @@ func contextData(ev agent.Event) map[string]any {
 		uns[i] = m.Seq
 	}
 	return map[string]any{"zones": r.Zones, "included": r.Included, "cut": r.Cut,
-		"unsummarised": uns, "interrupted": r.Interrupted}
+		"unsummarised": uns, "interrupted": r.Interrupted, "memories": r.Memories}
 }
 
 // rawJSON keeps valid JSON as JSON in span data (so redaction sees its keys) and
