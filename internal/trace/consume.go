@@ -201,16 +201,21 @@ func describe(ev agent.Event) []span {
 		}
 		return []span{{kind: KindModelRequest, name: ev.Model, data: data, open: true}}
 	case agent.EventModelResponse:
-		resp := ev.Response
-		if ev.Purpose != "" {
+		resp, req, wire, purpose := ev.Response, *ev.Request, ev.Wire, ev.Purpose
+		request := func() any { // the URL is parsed (credentials out) by the writer
+			mr := storedRequest(req, wire)
+			if purpose != "" {
+				mr.Purpose, mr.Response = purpose, resp
+			}
+			return mr
+		}
+		if purpose != "" {
 			// The memory extraction or title: request, response, tokens and duration
 			// in the one (sealed) model_request span; no response span.
-			mr := storedRequest(*ev.Request, ev.Wire)
-			mr.Purpose, mr.Response = ev.Purpose, resp
-			return []span{{end: true, err: ev.Err, tokIn: resp.Usage.InputTokens, tokOut: resp.Usage.OutputTokens, data: mr}}
+			return []span{{end: true, err: ev.Err, tokIn: resp.Usage.InputTokens, tokOut: resp.Usage.OutputTokens, lazy: request}}
 		}
 		return []span{
-			{end: true, err: ev.Err, tokIn: resp.Usage.InputTokens, data: storedRequest(*ev.Request, ev.Wire)},
+			{end: true, err: ev.Err, tokIn: resp.Usage.InputTokens, lazy: request},
 			{kind: KindModelResponse, name: ev.Model, data: resp, err: ev.Err, tokOut: resp.Usage.OutputTokens},
 		}
 	case agent.EventToolResult:
