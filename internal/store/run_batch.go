@@ -17,6 +17,7 @@ import (
 // unless it exists.
 type RunWrite struct {
 	Run  RunStart
+	New  bool // the run's row must not exist yet: a taken id is errs.Conflict
 	Span *SpanRow
 	End  *RunEnd
 }
@@ -54,7 +55,7 @@ func (db *DB) WriteRuns(ctx context.Context, ws []RunWrite) ([]error, error) {
 		for i, w := range ws {
 			rerr, seen := runs[w.Run.ID]
 			if !seen {
-				rerr = db.ensureRun(ctx, tx, w.Run)
+				rerr = db.ensureRun(ctx, tx, w.Run, w.New)
 				if rerr != nil && !refusal(rerr) {
 					return rerr
 				}
@@ -90,8 +91,9 @@ func (db *DB) WriteRuns(ctx context.Context, ws []RunWrite) ([]error, error) {
 }
 
 // ensureRun creates r's row in tx unless it exists; a row it may not create is
-// errs.NotFound (owner or session) or errs.Conflict (the id is another owner's).
-func (db *DB) ensureRun(ctx context.Context, tx *sql.Tx, r RunStart) error {
+// errs.NotFound (owner or session) or errs.Conflict (the id is another owner's,
+// or taken at all when isNew).
+func (db *DB) ensureRun(ctx context.Context, tx *sql.Tx, r RunStart, isNew bool) error {
 	n, err := insertRun(ctx, txWriter{db, tx}, r)
 	if isForeignKey(err) {
 		return errs.Wrap(errs.NotFound, err, "user not found")
@@ -105,8 +107,8 @@ func (db *DB) ensureRun(ctx context.Context, tx *sql.Tx, r RunStart) error {
 		return errs.E(errs.NotFound, "session or replayed run not found")
 	case err != nil:
 		return err
-	case owner != r.OwnerID:
-		return errs.E(errs.Conflict, "run %s is another user's", r.ID)
+	case owner != r.OwnerID || isNew:
+		return errs.E(errs.Conflict, "run %s already exists", r.ID)
 	}
 	return nil
 }

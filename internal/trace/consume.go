@@ -62,7 +62,8 @@ type job struct {
 
 type liveRun struct {
 	start   store.RunStart
-	refused bool // the run may not be recorded (its session is not its owner's, ...)
+	created bool // a write of it was stored: its row is there
+	refused bool // the run may not be recorded (its session is not its owner's, its id taken, ...)
 	seq     int
 	model   *openSpan // the model request in flight
 }
@@ -320,12 +321,16 @@ func (c *Consumer) write(batch []job) {
 		// left): the others go on alone.
 		results = make([]error, len(ws))
 		for i := range writes {
+			writes[i].New = !ws[i].lr.created
 			wctx, cancel := writeCtx(ctx)
 			r, err := c.rec.db.WriteRuns(wctx, writes[i:i+1])
 			cancel()
 			results[i] = err
 			if err == nil {
 				results[i] = r[0]
+			}
+			if results[i] == nil {
+				ws[i].lr.created = true
 			}
 		}
 	} else if err != nil {
@@ -335,6 +340,7 @@ func (c *Consumer) write(batch []job) {
 		p := ws[i]
 		switch {
 		case err == nil:
+			p.lr.created = true
 		case errs.Code(err) == errs.NotFound || errs.Code(err) == errs.Conflict:
 			if !p.lr.refused {
 				p.lr.refused = true // nothing more of it is recorded
@@ -367,7 +373,7 @@ func (c *Consumer) live(j job) *liveRun {
 func (c *Consumer) prepare(ctx context.Context, lr *liveRun, j job, s span) (pending, bool) {
 	r, ev := c.rec, j.ev
 	p := pending{lr: lr, ev: ev}
-	p.w.Run = lr.start
+	p.w.Run, p.w.New = lr.start, !lr.created
 	if s.lazy != nil {
 		s.data = s.lazy()
 	}

@@ -218,3 +218,30 @@ func TestConsumerWritesAloneWhenABatchFails(t *testing.T) {
 		t.Errorf("logged the failed span %d times, want once:\n%s", n, logs.String())
 	}
 }
+
+// TestConsumerIgnoresEventsAfterTheEnd: an event of a run that already ended
+// would start the run again from seq 1; it is refused (and logged) instead of
+// being written over the run's first span.
+func TestConsumerIgnoresEventsAfterTheEnd(t *testing.T) {
+	f := newFixture(t)
+	var logs bytes.Buffer
+	c := trace.NewConsumer(f.rec, slog.New(slog.NewTextHandler(&logs, nil)))
+	evs := toolEvents("run-over", f.sess, 2)
+	for _, ev := range evs {
+		c.Publish(ev)
+	}
+	c.Flush()
+	late := evs[0]
+	late.Seq = 9
+	late.Result = &tools.Result{Content: "late"}
+	c.Publish(late)
+	c.Close()
+	_, spans, err := f.rec.Run(context.Background(), f.ann.ID, "run-over")
+	mustNil(t, err)
+	if len(spans) != 2 || bytes.Contains(spans[0].Data, []byte("late")) {
+		t.Errorf("after a late event the run holds %d spans, the first %s", len(spans), spans[0].Data)
+	}
+	if !strings.Contains(logs.String(), `msg="trace: start run" run=run-over`) {
+		t.Errorf("the late event was not logged:\n%s", logs.String())
+	}
+}
