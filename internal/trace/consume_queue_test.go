@@ -140,11 +140,12 @@ func TestConsumerPassesOnWhatIsWritten(t *testing.T) {
 	check := &runChecker{rec: f.rec, owner: f.ann.ID, seen: map[string]string{}, ended: make(chan string, 8)}
 	var mu sync.Mutex
 	order := map[string][]int{}
-	c := trace.NewConsumer(f.rec, nil, check, sinkFunc(func(ev agent.Event) {
+	// The order sink comes first: when the checker tells a run ended, it has the end too.
+	c := trace.NewConsumer(f.rec, nil, sinkFunc(func(ev agent.Event) {
 		mu.Lock()
 		order[ev.RunID] = append(order[ev.RunID], ev.Seq)
 		mu.Unlock()
-	}))
+	}), check)
 	defer c.Close()
 	var wg sync.WaitGroup
 	for _, id := range []string{"run-a", "run-b", "run-c"} {
@@ -161,7 +162,10 @@ func TestConsumerPassesOnWhatIsWritten(t *testing.T) {
 		<-check.ended
 	}
 	for _, id := range []string{"run-a", "run-b", "run-c"} {
-		if got := check.seen[id]; got != "complete/5" {
+		check.mu.Lock()
+		got := check.seen[id]
+		check.mu.Unlock()
+		if got != "complete/5" {
 			t.Errorf("%s at its end as the sink saw it: %s, want complete/5", id, got)
 		}
 		mu.Lock()
