@@ -43,10 +43,17 @@ type ServerConfig struct {
 	URL         string // http, sse
 	Headers     map[string]string
 	BearerToken string
-	Enabled     bool
-	AllowTools  []string      // if non-empty only these tools are exposed
-	DenyTools   []string      // these are never exposed
-	CallTimeout time.Duration // 0 → 20s (10–30s, the tool registry's bounds)
+	// OAuth (remote servers that answer 401): a client registered by hand with the
+	// provider, when its authorization server offers no dynamic registration, and the
+	// scopes to ask for ("" = what the server's 401 or metadata names). The grant itself
+	// (tokens) is not configuration: it lives in OAuthStore.
+	OAuthClientID     string
+	OAuthClientSecret string
+	OAuthScopes       []string
+	Enabled           bool
+	AllowTools        []string      // if non-empty only these tools are exposed
+	DenyTools         []string      // these are never exposed
+	CallTimeout       time.Duration // 0 → 20s (10–30s, the tool registry's bounds)
 
 	// Sandbox runs a stdio server under Landlock (internal/sandbox): besides the system
 	// directories it may read ReadPaths, change WritePaths, its Dir and a private HOME,
@@ -97,8 +104,17 @@ func (c ServerConfig) Validate() error {
 		if strings.ContainsAny(c.BearerToken, "\r\n\x00 ") {
 			return errs.E(errs.Invalid, "Server %q: the bearer token must not contain spaces or line breaks.", c.Name)
 		}
+		if strings.ContainsAny(c.OAuthClientID+c.OAuthClientSecret+strings.Join(c.OAuthScopes, ""), "\r\n\x00 ") {
+			return errs.E(errs.Invalid, "Server %q: the OAuth client ID, secret and scopes must not contain spaces or line breaks.", c.Name)
+		}
+		if c.OAuthClientSecret != "" && c.OAuthClientID == "" {
+			return errs.E(errs.Invalid, "Server %q: an OAuth client secret needs its client ID.", c.Name)
+		}
 	default:
 		return errs.E(errs.Invalid, "Server %q: the transport must be stdio, http or sse.", c.Name)
+	}
+	if c.Transport == TransportStdio && (c.OAuthClientID != "" || c.OAuthClientSecret != "" || len(c.OAuthScopes) > 0) {
+		return errs.E(errs.Invalid, "Server %q: only a remote (HTTP or SSE) server uses OAuth.", c.Name)
 	}
 	if (c.Sandbox || c.Network || len(c.ReadPaths) > 0 || len(c.WritePaths) > 0) && c.Transport != TransportStdio {
 		return errs.E(errs.Invalid, "Server %q: only a local (stdio) server can be sandboxed.", c.Name)
@@ -152,6 +168,7 @@ func (c ServerConfig) Secrets() []string {
 		add(v)
 	}
 	add(c.BearerToken)
+	add(c.OAuthClientSecret)
 	for _, v := range credentialValues(c) {
 		add(v)
 	}

@@ -44,6 +44,15 @@ type jsonServer struct {
 	DenyTools     []string          `json:"denyTools,omitempty"`
 	CallTimeoutMS int64             `json:"callTimeoutMs,omitempty"`
 	Sandbox       *jsonSandbox      `json:"sandbox,omitempty"`
+	OAuth         *jsonOAuth        `json:"oauth,omitempty"`
+}
+
+// jsonOAuth is a remote server's hand-registered OAuth client and scopes. The tokens
+// an authorisation yields are never part of it.
+type jsonOAuth struct {
+	ClientID     string   `json:"clientId,omitempty"`
+	ClientSecret string   `json:"clientSecret,omitempty"`
+	Scopes       []string `json:"scopes,omitempty"`
 }
 
 // jsonSandbox is a stdio server's sandbox settings (ServerConfig.Sandbox and its paths).
@@ -99,6 +108,9 @@ func ExportServersJSON(cfgs []ServerConfig, withSecrets bool) ([]byte, error) {
 				for k, v := range c.Headers {
 					s.Headers[k] = secret(v)
 				}
+			}
+			if c.OAuthClientID != "" || len(c.OAuthScopes) > 0 {
+				s.OAuth = &jsonOAuth{ClientID: c.OAuthClientID, ClientSecret: secret(c.OAuthClientSecret), Scopes: c.OAuthScopes}
 			}
 			if c.BearerToken != "" {
 				for k := range s.Headers {
@@ -276,6 +288,7 @@ type serverFields struct {
 	Disabled                           bool
 	CallTimeoutMS                      int64
 	Sandbox                            *jsonSandbox
+	OAuth                              *jsonOAuth
 }
 
 // server reads one server; on a problem it records it and returns false.
@@ -315,6 +328,8 @@ func (p *parser) server(m member) (ServerConfig, bool) {
 			dst, want = &f.Disabled, "true or false"
 		case "callTimeoutMs":
 			dst, want = &f.CallTimeoutMS, "a whole number of milliseconds"
+		case "oauth":
+			dst, want = &f.OAuth, `an object like {"clientId": "…", "clientSecret": "…", "scopes": ["read"]}`
 		case "sandbox":
 			dst, want = &f.Sandbox, `an object like {"enabled": true, "readPaths": ["/srv/data"], "writePaths": [], "network": false}`
 		default:
@@ -408,6 +423,9 @@ func (p *parser) server(m member) (ServerConfig, bool) {
 		}
 		if len(f.Headers) > 0 {
 			c.Headers = f.Headers
+		}
+		if o := f.OAuth; o != nil {
+			c.OAuthClientID, c.OAuthClientSecret, c.OAuthScopes = o.ClientID, o.ClientSecret, o.Scopes
 		}
 	}
 	return c, ok
