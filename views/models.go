@@ -225,6 +225,7 @@ type MCPStatus struct {
 	Resources       int
 	Prompts         int
 	Stderr          []string // last lines of a stdio child's stderr, shown as text
+	Auth            string   // state "unauthorized": "connect" (never authorised) or "reauthorize"
 }
 
 // MCPServerItem is one configured server on the settings page. Secrets are only hints.
@@ -245,6 +246,9 @@ type MCPServerItem struct {
 	Sandbox               string
 	ReadPaths, WritePaths []string
 	SandboxOn, NetworkOn  bool
+	// OAuth: a hand-registered client (its secret only as a hint) and the scopes.
+	OAuthClientID, OAuthSecretHint string
+	OAuthScopes                    []string
 }
 
 // MCPForm refills an add (ID 0) or edit form after a failed submit.
@@ -254,6 +258,7 @@ type MCPForm struct {
 	AllowTools, DenyTools, Timeout                         string
 	ReadPaths, WritePaths                                  string // one per line
 	Sandbox, Network                                       bool
+	OAuthClientID, OAuthScopes                             string
 	Error                                                  string
 }
 

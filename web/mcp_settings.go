@@ -146,7 +146,7 @@ func countState(m *views.MCPIndicator, state mcp.State, resources, prompts int) 
 		m.Ready++
 		m.Resources += resources
 		m.Prompts += prompts
-	case mcp.StateDegraded:
+	case mcp.StateDegraded, mcp.StateUnauthorized:
 		m.Degraded++
 	case mcp.StateFailed:
 		m.Failed++
@@ -171,7 +171,7 @@ func (s *Server) mcpIndicator() *views.MCPIndicator {
 // statusView maps a supervisor status to the live card.
 func statusView(st mcp.Status, transport string) views.MCPStatus {
 	v := views.MCPStatus{Name: st.Name, Transport: transport, State: string(st.State), Since: st.Since,
-		Error: st.Error, Resources: st.Resources, Prompts: st.Prompts, Stderr: st.Stderr}
+		Error: st.Error, Resources: st.Resources, Prompts: st.Prompts, Stderr: st.Stderr, Auth: st.Auth}
 	for _, t := range st.Tools {
 		v.Tools = append(v.Tools, views.MCPTool{Name: t.Name, Description: t.Description})
 	}
@@ -205,7 +205,8 @@ func (s *Server) mcpView(ctx context.Context, form views.MCPForm, notice string)
 		it := views.MCPServerItem{ID: row.ID, Status: statusView(st, row.Transport), Enabled: row.Enabled,
 			Command: cfg.Command, Args: shownArgs, Dir: cfg.Dir, URL: shownURL,
 			AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeout: int(cfg.CallTimeout / time.Second),
-			TokenHint: crypto.Hint(cfg.BearerToken)}
+			TokenHint: crypto.Hint(cfg.BearerToken), OAuthClientID: cfg.OAuthClientID, OAuthScopes: cfg.OAuthScopes,
+			OAuthSecretHint: crypto.Hint(cfg.OAuthClientSecret)}
 		if row.Transport == store.MCPStdio {
 			it.Sandbox, it.SandboxOn, it.NetworkOn = sandboxLine(cfg), cfg.Sandbox, cfg.Network
 			it.ReadPaths, it.WritePaths = cfg.ReadPaths, cfg.WritePaths
@@ -343,6 +344,9 @@ func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerC
 		WritePaths: c.FormValue("write_paths"),
 		Sandbox:    c.FormValue("sandbox") == "on",
 		Network:    c.FormValue("network") == "on",
+
+		OAuthClientID: strings.TrimSpace(c.FormValue("oauth_client_id")),
+		OAuthScopes:   strings.TrimSpace(c.FormValue("oauth_scopes")),
 	}
 	cfg := mcp.ServerConfig{Name: f.Name, Transport: mcp.Transport(f.Transport), Enabled: true,
 		AllowTools: toolList(f.AllowTools), DenyTools: toolList(f.DenyTools)}
@@ -382,6 +386,11 @@ func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerC
 		cfg.BearerToken = strings.TrimSpace(c.FormValue("bearer_token"))
 		if cfg.BearerToken == "" && old != nil {
 			cfg.BearerToken = old.BearerToken
+		}
+		cfg.OAuthClientID, cfg.OAuthScopes = f.OAuthClientID, strings.Fields(f.OAuthScopes)
+		cfg.OAuthClientSecret = strings.TrimSpace(c.FormValue("oauth_client_secret"))
+		if cfg.OAuthClientSecret == "" && old != nil && cfg.OAuthClientID == old.OAuthClientID {
+			cfg.OAuthClientSecret = old.OAuthClientSecret
 		}
 	}
 	if f.Timeout != "" {

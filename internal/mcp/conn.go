@@ -34,9 +34,9 @@ type conn struct {
 	client *client.Client
 	cancel context.CancelFunc // ends the connection's context
 
-	lost   chan error    // cap 1: the connection broke (a call's transport error, SSE stream lost)
-	relist chan struct{} // cap 1: the server said a list changed
-	check  chan struct{} // cap 1: the event stream ended; see whether the server still answers
+	lost   chan error              // cap 1: the connection broke (a call's transport error, SSE stream lost)
+	relist chan struct{}           // cap 1: the server said a list changed
+	check  chan struct{}           // cap 1: the event stream ended; see whether the server still answers
 	oauth  *transport.OAuthHandler // remote servers connected with an OAuth grant; else nil
 
 	// stdio only

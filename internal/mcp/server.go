@@ -24,9 +24,9 @@ type server struct {
 	log     *slog.Logger
 	ctx     context.Context // ends when the server is stopped
 	cancel  context.CancelFunc
-	stderr  *stderrRing  // stdio only
-	secrets []string     // cfg.Secrets(), kept out of errors and stderr shown
-	calls   atomic.Int32 // tool calls sent and not yet answered
+	stderr  *stderrRing   // stdio only
+	secrets []string      // cfg.Secrets(), kept out of errors and stderr shown
+	calls   atomic.Int32  // tool calls sent and not yet answered
 	kick    chan struct{} // cap 1: Reconnect (new OAuth tokens)
 
 	mu         sync.Mutex
@@ -36,7 +36,7 @@ type server struct {
 	downSince  time.Time // when the server stopped being usable (start-up counts)
 	lastErr    string
 	auth       string // Status.Auth
-	conn       *conn // non-nil exactly while ready
+	conn       *conn  // non-nil exactly while ready
 	tools      []ToolInfo
 	registered map[string]registered // what this server holds in the registry, by name
 	resources  int
