@@ -149,6 +149,10 @@ func (s *server) connect() (*conn, catalog, error) {
 	req := mcp.InitializeRequest{}
 	req.Params.ClientInfo = mcp.Implementation{Name: "atrium", Version: "1"}
 	if _, err := c.client.Initialize(ictx, req); err != nil {
+		if isAuthRequired(err) {
+			c.close()
+			return nil, catalog{}, fmt.Errorf("initialize: %w", err) // the caller asks for authorisation
+		}
 		return nil, catalog{}, s.startFailed(c, ictx, "initialize", err)
 	}
 	cat, err := s.list(ictx, c)
