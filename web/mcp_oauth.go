@@ -34,7 +34,8 @@ func (s *Server) oauthRedirectURI(c echo.Context) string {
 	return scheme + "://" + c.Request().Host + mcpOAuthCallbackPath
 }
 
-// startMCPOAuth begins authorising server :sid and sends the browser to the provider.
+// startMCPOAuth begins authorising server :sid and sends the browser on to the
+// provider (views.MCPOAuthContinue says why not with a redirect).
 func (s *Server) startMCPOAuth(c echo.Context) error {
 	ctx := c.Request().Context()
 	if s.MCP == nil {
@@ -58,7 +59,12 @@ func (s *Server) startMCPOAuth(c echo.Context) error {
 		return s.mcpNotice(c, errs.Message(err))
 	}
 	s.oauthFlows.Put(flow, s.Now())
-	return c.Redirect(http.StatusSeeOther, authURL)
+	host := authURL
+	if u, err := url.Parse(authURL); err == nil {
+		host = u.Host
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return render(c, http.StatusOK, views.MCPOAuthContinue(row.Name, authURL, host))
 }
 
 // finishMCPOAuth is the provider's redirect back: it checks the state, exchanges the

@@ -1,8 +1,10 @@
 package web_test
 
 import (
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,6 +30,23 @@ func authorizeAt(t *testing.T, authURL string) *url.URL {
 	return back
 }
 
+var continueRE = regexp.MustCompile(`href="([^"]+)" data-testid="mcp-oauth-continue"`)
+
+// continueURL is the provider URL on the page that answers Connect.
+func continueURL(t *testing.T, r response) *url.URL {
+	t.Helper()
+	wantStatus(t, r, http.StatusOK)
+	m := continueRE.FindStringSubmatch(r.body)
+	if m == nil {
+		t.Fatalf("no Continue link on:\n%.1000s", r.body)
+	}
+	u, err := url.Parse(html.UnescapeString(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 func TestMCPOAuthConnectCallback(t *testing.T) {
 	as := oauthtest.Start(t)
 	as.AutoApprove.Store(true)
@@ -48,11 +67,9 @@ func TestMCPOAuthConnectCallback(t *testing.T) {
 	wantStatus(t, bob.post(connect, nil), http.StatusForbidden)
 	wantStatus(t, admin.postRaw(connect, url.Values{}, nil), http.StatusForbidden)
 
-	r := admin.post(connect, nil)
-	wantStatus(t, r, http.StatusSeeOther)
-	authURL, err := url.Parse(r.Header.Get("Location"))
-	if err != nil || !strings.HasPrefix(authURL.String(), as.Issuer+"/authorize?") {
-		t.Fatalf("Connect sent the browser to %q", r.Header.Get("Location"))
+	authURL := continueURL(t, admin.post(connect, nil))
+	if !strings.HasPrefix(authURL.String(), as.Issuer+"/authorize?") {
+		t.Fatalf("Connect sent the browser to %q", authURL)
 	}
 	q := authURL.Query()
 	if q.Get("redirect_uri") != env.ts.URL+"/settings/mcp/oauth/callback" || q.Get("code_challenge_method") != "S256" ||
@@ -74,7 +91,7 @@ func TestMCPOAuthConnectCallback(t *testing.T) {
 	env.waitMCPState("prov", "unauthorized")
 
 	// The admin who started it finishes it, once.
-	r = admin.get(callback)
+	r := admin.get(callback)
 	wantStatus(t, r, http.StatusSeeOther)
 	if !strings.HasPrefix(r.Header.Get("Location"), "/settings/mcp?notice=") {
 		t.Fatalf("callback went to %q", r.Header.Get("Location"))
@@ -107,11 +124,9 @@ func TestMCPOAuthProviderRefusal(t *testing.T) {
 	env, admin := mcpTestEnv(t)
 	wantStatus(t, admin.post("/settings/mcp", url.Values{"name": {"prov"}, "transport": {"http"}, "url": {as.URL}}), http.StatusSeeOther)
 	env.waitMCPState("prov", "unauthorized")
-	r := admin.post("/settings/mcp/"+strconv.FormatInt(env.mcpRow("prov").ID, 10)+"/oauth", nil)
-	wantStatus(t, r, http.StatusSeeOther)
-	authURL, _ := url.Parse(r.Header.Get("Location"))
+	authURL := continueURL(t, admin.post("/settings/mcp/"+strconv.FormatInt(env.mcpRow("prov").ID, 10)+"/oauth", nil))
 	state := authURL.Query().Get("state")
-	r = admin.get("/settings/mcp/oauth/callback?error=access_denied&error_description=" + url.QueryEscape("<b>no</b>") + "&state=" + url.QueryEscape(state))
+	r := admin.get("/settings/mcp/oauth/callback?error=access_denied&error_description=" + url.QueryEscape("<b>no</b>") + "&state=" + url.QueryEscape(state))
 	wantStatus(t, r, http.StatusSeeOther)
 	page := admin.get(r.Header.Get("Location")).body
 	if !strings.Contains(page, "did not authorise prov: access_denied (&lt;b&gt;no&lt;/b&gt;)") {
