@@ -234,7 +234,8 @@ type MCPServerItem struct {
 	Status                MCPStatus
 	Enabled               bool
 	Command               string
-	Args                  []string
+	Args                  []string // secret ones (SecretArgs, and detected credentials) REDACTED
+	SecretArgs            []int    // indexes of Args the admin marked secret
 	Dir, URL              string
 	EnvHints, HeaderHints []string // "KEY=••••abcd", "Authorization: ••••"
 	TokenHint             string
@@ -259,6 +260,7 @@ type MCPForm struct {
 	ReadPaths, WritePaths                                  string // one per line
 	Sandbox, Network                                       bool
 	OAuthClientID, OAuthScopes                             string
+	SecretArgs                                             string // line numbers of secret arguments, e.g. "2 4"
 	Error                                                  string
 }
 

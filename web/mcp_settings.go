@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -202,7 +203,7 @@ func (s *Server) mcpView(ctx context.Context, form views.MCPForm, notice string)
 		}
 		// Credentials in the URL and arguments show as REDACTED; saving the form keeps them.
 		shownURL, shownArgs := mcp.RedactCredentials(cfg)
-		it := views.MCPServerItem{ID: row.ID, Status: statusView(st, row.Transport), Enabled: row.Enabled,
+		it := views.MCPServerItem{ID: row.ID, Status: statusView(st, row.Transport), Enabled: row.Enabled, SecretArgs: cfg.SecretArgs,
 			Command: cfg.Command, Args: shownArgs, Dir: cfg.Dir, URL: shownURL,
 			AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeout: int(cfg.CallTimeout / time.Second),
 			TokenHint: crypto.Hint(cfg.BearerToken), OAuthClientID: cfg.OAuthClientID, OAuthScopes: cfg.OAuthScopes,
@@ -345,6 +346,7 @@ func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerC
 		Sandbox:    c.FormValue("sandbox") == "on",
 		Network:    c.FormValue("network") == "on",
 
+		SecretArgs:    strings.TrimSpace(c.FormValue("secret_args")),
 		OAuthClientID: strings.TrimSpace(c.FormValue("oauth_client_id")),
 		OAuthScopes:   strings.TrimSpace(c.FormValue("oauth_scopes")),
 	}
@@ -363,6 +365,15 @@ func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerC
 		for _, a := range strings.Split(strings.ReplaceAll(f.Args, "\r\n", "\n"), "\n") {
 			if strings.TrimSpace(a) != "" {
 				cfg.Args = append(cfg.Args, strings.TrimRight(a, "\r"))
+			}
+		}
+		for _, n := range toolList(f.SecretArgs) {
+			i, err := strconv.Atoi(n)
+			if err != nil || i < 1 {
+				return f, cfg, errs.E(errs.Invalid, "Secret arguments: %q is not an argument's line number (1, 2, …).", n)
+			}
+			if !slices.Contains(cfg.SecretArgs, i-1) {
+				cfg.SecretArgs = append(cfg.SecretArgs, i-1)
 			}
 		}
 		env, err := parsePairs(f.Env, "=", "Environment", keepEnv)

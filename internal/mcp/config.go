@@ -38,6 +38,7 @@ type ServerConfig struct {
 	Transport   Transport
 	Command     string // stdio
 	Args        []string
+	SecretArgs  []int             // indexes of Args an admin marked secret: sealed, redacted, REDACTED in exports
 	Env         map[string]string // stdio: the child gets only these plus PATH and HOME
 	Dir         string
 	URL         string // http, sse
@@ -83,6 +84,11 @@ func (c ServerConfig) Validate() error {
 		if c.URL != "" {
 			return errs.E(errs.Invalid, "Server %q: a stdio server has no URL.", c.Name)
 		}
+		for _, i := range c.SecretArgs {
+			if i < 0 || i >= len(c.Args) {
+				return errs.E(errs.Invalid, "Server %q: secret argument %d does not exist (there are %d arguments).", c.Name, i+1, len(c.Args))
+			}
+		}
 		for k := range c.Env {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				return errs.E(errs.Invalid, "Server %q: %q is not a valid environment variable name.", c.Name, k)
@@ -112,6 +118,9 @@ func (c ServerConfig) Validate() error {
 		}
 	default:
 		return errs.E(errs.Invalid, "Server %q: the transport must be stdio, http or sse.", c.Name)
+	}
+	if c.Transport != TransportStdio && len(c.SecretArgs) > 0 {
+		return errs.E(errs.Invalid, "Server %q: only a local (stdio) server has arguments.", c.Name)
 	}
 	if c.Transport == TransportStdio && (c.OAuthClientID != "" || c.OAuthClientSecret != "" || len(c.OAuthScopes) > 0) {
 		return errs.E(errs.Invalid, "Server %q: only a remote (HTTP or SSE) server uses OAuth.", c.Name)

@@ -47,6 +47,7 @@ type configJSON struct {
 	ReadPaths     []string `json:"read_paths,omitempty"`
 	WritePaths    []string `json:"write_paths,omitempty"`
 	Network       bool     `json:"network,omitempty"`
+	SecretArgs    []int    `json:"secret_args,omitempty"` // indexes of Args the admin marked secret (stored REDACTED)
 	OAuthClientID string   `json:"oauth_client_id,omitempty"`
 	OAuthScopes   []string `json:"oauth_scopes,omitempty"`
 }
@@ -73,7 +74,7 @@ func Row(cfg ServerConfig) store.MCPServer {
 	c := configJSON{Command: cfg.Command, Args: args, Dir: cfg.Dir, URL: u,
 		AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeoutMS: cfg.CallTimeout.Milliseconds(),
 		Sandbox: cfg.Sandbox, ReadPaths: cfg.ReadPaths, WritePaths: cfg.WritePaths, Network: cfg.Network,
-		OAuthClientID: cfg.OAuthClientID, OAuthScopes: cfg.OAuthScopes}
+		OAuthClientID: cfg.OAuthClientID, OAuthScopes: cfg.OAuthScopes, SecretArgs: cfg.SecretArgs}
 	b, _ := json.Marshal(c) // cannot fail: strings and numbers
 	return store.MCPServer{ID: cfg.ID, Name: cfg.Name, Transport: string(cfg.Transport), Config: b, Enabled: cfg.Enabled}
 }
@@ -109,7 +110,7 @@ func StoredInClear(row store.MCPServer) bool {
 	if json.Unmarshal(row.Config, &c) != nil {
 		return false
 	}
-	for _, v := range credentialValues(ServerConfig{URL: c.URL, Args: c.Args}) {
+	for _, v := range credentialValues(ServerConfig{URL: c.URL, Args: c.Args, SecretArgs: c.SecretArgs}) {
 		if v != RedactedValue {
 			return true
 		}
@@ -132,7 +133,7 @@ func (cs *ConfigStore) Config(ctx context.Context, row store.MCPServer) (ServerC
 	cfg.AllowTools, cfg.DenyTools = c.AllowTools, c.DenyTools
 	cfg.CallTimeout = time.Duration(c.CallTimeoutMS) * time.Millisecond
 	cfg.Sandbox, cfg.ReadPaths, cfg.WritePaths, cfg.Network = c.Sandbox, c.ReadPaths, c.WritePaths, c.Network
-	cfg.OAuthClientID, cfg.OAuthScopes = c.OAuthClientID, c.OAuthScopes
+	cfg.OAuthClientID, cfg.OAuthScopes, cfg.SecretArgs = c.OAuthClientID, c.OAuthScopes, c.SecretArgs
 	if len(row.SecretsSealed) == 0 {
 		return cfg, nil
 	}
@@ -145,7 +146,7 @@ func (cs *ConfigStore) Config(ctx context.Context, row store.MCPServer) (ServerC
 		return cfg, fmt.Errorf("mcp: server %q secrets: %w", row.Name, err)
 	}
 	cfg.Env, cfg.Headers, cfg.BearerToken, cfg.OAuthClientSecret = sec.Env, sec.Headers, sec.BearerToken, sec.OAuthSecret
-	cfg.URL, cfg.Args, _ = fillCredentials(cfg.URL, cfg.Args, sec.Credentials)
+	cfg.URL, cfg.Args, _ = fillCredentials(cfg.URL, cfg.Args, cfg.SecretArgs, sec.Credentials)
 	return cfg, nil
 }
 
@@ -246,7 +247,7 @@ func KeepRedacted(cfg *ServerConfig, old ServerConfig) error {
 	}
 	_, _, slots := splitCredentials(old)
 	var missing string
-	if cfg.URL, cfg.Args, missing = fillCredentials(cfg.URL, cfg.Args, slots); missing != "" {
+	if cfg.URL, cfg.Args, missing = fillCredentials(cfg.URL, cfg.Args, cfg.SecretArgs, slots); missing != "" {
 		where := "the URL"
 		if strings.HasPrefix(missing, "arg:") {
 			where = "the arguments"

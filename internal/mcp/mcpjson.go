@@ -34,6 +34,7 @@ const RedactedValue = "REDACTED"
 type jsonServer struct {
 	Command       string            `json:"command,omitempty"`
 	Args          []string          `json:"args,omitempty"`
+	SecretArgs    []int             `json:"secretArgs,omitempty"` // Atrium's: indexes of args that are secrets
 	Env           map[string]string `json:"env,omitempty"`
 	Cwd           string            `json:"cwd,omitempty"`
 	Type          string            `json:"type,omitempty"`
@@ -94,7 +95,7 @@ func ExportServersJSON(cfgs []ServerConfig, withSecrets bool) ([]byte, error) {
 			u, args = RedactCredentials(c)
 		}
 		if c.Transport == TransportStdio {
-			s.Command, s.Args, s.Cwd = c.Command, args, c.Dir
+			s.Command, s.Args, s.Cwd, s.SecretArgs = c.Command, args, c.Dir, c.SecretArgs
 			if len(c.Env) > 0 {
 				s.Env = make(map[string]string, len(c.Env))
 				for k, v := range c.Env {
@@ -284,6 +285,7 @@ func (p *parser) serversObject(top []member) ([]member, error) {
 type serverFields struct {
 	Command, Cwd, URL, Type, Transport string
 	Args, AllowTools, DenyTools        []string
+	SecretArgs                         []int
 	Env, Headers                       map[string]string
 	Disabled                           bool
 	CallTimeoutMS                      int64
@@ -316,6 +318,8 @@ func (p *parser) server(m member) (ServerConfig, bool) {
 			dst, want = &f.Transport, "a string"
 		case "args":
 			dst, want = &f.Args, "an array of strings"
+		case "secretArgs":
+			dst, want = &f.SecretArgs, "an array of argument indexes (from 0)"
 		case "allowTools":
 			dst, want = &f.AllowTools, "an array of tool names"
 		case "denyTools":
@@ -393,7 +397,7 @@ func (p *parser) server(m member) (ServerConfig, bool) {
 			p.failServer(m, `type %q needs "url", not "command"`, kind)
 			return ServerConfig{}, false
 		}
-		c.Transport, c.Command, c.Args, c.Env, c.Dir = TransportStdio, f.Command, f.Args, f.Env, f.Cwd
+		c.Transport, c.Command, c.Args, c.Env, c.Dir, c.SecretArgs = TransportStdio, f.Command, f.Args, f.Env, f.Cwd, f.SecretArgs
 	default:
 		if declared == TransportStdio {
 			p.failServer(m, `type "stdio" needs "command", not "url"`)

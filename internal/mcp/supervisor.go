@@ -336,6 +336,11 @@ func cloneConfig(c ServerConfig) ServerConfig {
 	c.Env = cloneMap(c.Env)
 	c.Headers = cloneMap(c.Headers)
 	c.OAuthScopes = cloneSlice(c.OAuthScopes)
+	if len(c.SecretArgs) == 0 {
+		c.SecretArgs = nil
+	} else {
+		c.SecretArgs = slices.Clone(c.SecretArgs)
+	}
 	c.AllowTools = cloneSlice(c.AllowTools)
 	c.DenyTools = cloneSlice(c.DenyTools)
 	c.ReadPaths = cloneSlice(c.ReadPaths)
