@@ -51,10 +51,13 @@ type oauthGrant struct {
 	AuthMethod   string `json:"auth_method,omitempty"`
 	// Registered says ClientID came from dynamic registration (reused while the URL and
 	// redirect URI stay the same), not from the admin's form.
-	Registered          bool             `json:"registered,omitempty"`
-	Scopes              []string         `json:"scopes,omitempty"`
-	ResourceMetadataURL string           `json:"resource_metadata_url,omitempty"`
-	Token               *transport.Token `json:"token,omitempty"`
+	Registered          bool     `json:"registered,omitempty"`
+	Scopes              []string `json:"scopes,omitempty"`
+	ResourceMetadataURL string   `json:"resource_metadata_url,omitempty"`
+	// AuthServerMetadataURL is set when there was no protected-resource metadata and
+	// the authorization server's was found at the server's root (2025-03-26 discovery).
+	AuthServerMetadataURL string           `json:"auth_server_metadata_url,omitempty"`
+	Token                 *transport.Token `json:"token,omitempty"`
 	// Failed is why the last refresh failed; the admin must authorise again.
 	Failed string `json:"failed,omitempty"`
 }
@@ -268,6 +271,7 @@ func (s *Supervisor) oauthConfig(cfg ServerConfig, g oauthGrant) transport.OAuth
 		Scopes:                       g.Scopes,
 		TokenStore:                   &tokenStore{st: s.OAuth, id: cfg.ID, url: cfg.URL},
 		ProtectedResourceMetadataURL: g.ResourceMetadataURL,
+		AuthServerMetadataURL:        g.AuthServerMetadataURL,
 		PKCEEnabled:                  true,
 		HTTPClient:                   newOAuthHTTPClient(),
 	}

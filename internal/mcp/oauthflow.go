@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -95,7 +96,6 @@ type challenge struct {
 	status           int
 	resourceMetadata string
 	scope            string
-	resp             *http.Response // body already closed; for mcp-go's origin-checked parse
 }
 
 // probeAuth sends an initialize without credentials and reads the 401's
@@ -125,7 +125,7 @@ func probeAuth(ctx context.Context, hc *http.Client, cfg ServerConfig) (challeng
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	ch := challenge{status: resp.StatusCode, resp: resp}
+	ch := challenge{status: resp.StatusCode}
 	for _, h := range resp.Header.Values("WWW-Authenticate") {
 		if ch.resourceMetadata == "" {
 			ch.resourceMetadata = authParam(h, "resource_metadata")
@@ -181,8 +181,9 @@ func authParam(h, param string) string {
 // protectedResource is the part of RFC 9728 metadata Atrium reads itself (mcp-go
 // reads the rest): the scopes to ask for when neither the admin nor the 401 names any.
 type protectedResource struct {
-	Resource        string   `json:"resource"`
-	ScopesSupported []string `json:"scopes_supported"`
+	Resource             string   `json:"resource"`
+	AuthorizationServers []string `json:"authorization_servers"`
+	ScopesSupported      []string `json:"scopes_supported"`
 }
 
 func fetchProtectedResource(ctx context.Context, hc *http.Client, u string) (protectedResource, error) {
@@ -200,7 +201,13 @@ func fetchProtectedResource(ctx context.Context, hc *http.Client, u string) (pro
 	if resp.StatusCode != http.StatusOK {
 		return pr, fmt.Errorf("status %d", resp.StatusCode)
 	}
-	return pr, json.NewDecoder(resp.Body).Decode(&pr)
+	if err := json.NewDecoder(resp.Body).Decode(&pr); err != nil {
+		return pr, err
+	}
+	if len(pr.AuthorizationServers) == 0 && pr.Resource == "" {
+		return pr, errors.New("not protected-resource metadata")
+	}
+	return pr, nil
 }
 
 // sameOrigin reports whether a and b share scheme and host.
@@ -208,6 +215,79 @@ func sameOrigin(a, b string) bool {
 	ua, err1 := url.Parse(a)
 	ub, err2 := url.Parse(b)
 	return err1 == nil && err2 == nil && ua.Host != "" && strings.EqualFold(ua.Scheme, ub.Scheme) && strings.EqualFold(ua.Host, ub.Host)
+}
+
+// rootWellKnown is /.well-known/<suffix> at the root of u's origin.
+func rootWellKnown(u, suffix string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return p.Scheme + "://" + p.Host + "/.well-known/" + suffix
+}
+
+// resourceBinds reports whether resource (from protected-resource metadata) names the
+// server at u: the same origin, and its path u's path or a whole-segment prefix of it.
+func resourceBinds(resource, u string) bool {
+	r, err1 := url.Parse(resource)
+	p, err2 := url.Parse(u)
+	if err1 != nil || err2 != nil || !sameOrigin(resource, u) || r.RawQuery != "" || r.Fragment != "" {
+		return false
+	}
+	rp, up := strings.TrimSuffix(r.EscapedPath(), "/"), strings.TrimSuffix(p.EscapedPath(), "/")
+	return rp == up || strings.HasPrefix(up, rp+"/")
+}
+
+// asMetadataURLs are the places of an authorization server's metadata, in the order
+// the MCP spec gives: RFC 8414 with the issuer's path inserted, then OpenID Connect's.
+func asMetadataURLs(issuer string) []string {
+	u, err := url.Parse(issuer)
+	if err != nil || u.Host == "" {
+		return nil
+	}
+	root, path := u.Scheme+"://"+u.Host, strings.Trim(u.EscapedPath(), "/")
+	if path == "" {
+		return []string{root + "/.well-known/oauth-authorization-server", root + "/.well-known/openid-configuration"}
+	}
+	return []string{root + "/.well-known/oauth-authorization-server/" + path,
+		root + "/.well-known/openid-configuration/" + path, root + "/" + path + "/.well-known/openid-configuration"}
+}
+
+// fetchIssuer fetches authorization server metadata and returns its issuer.
+func fetchIssuer(ctx context.Context, hc *http.Client, u string) (string, bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return "", false
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	var md struct {
+		Issuer string `json:"issuer"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&md) != nil {
+		return "", false
+	}
+	return md.Issuer, true
+}
+
+// fetchOK reports whether u answers a GET with 200 and a JSON object.
+func fetchOK(ctx context.Context, hc *http.Client, u string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var obj map[string]json.RawMessage
+	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&obj) == nil
 }
 
 // wellKnownPRM is the RFC 9728 well-known metadata URL of resource u (path inserted).
@@ -252,24 +332,58 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 		return nil, "", err
 	}
 
-	// The metadata URL the 401 names counts only on the server's own origin: a server
-	// must not point Atrium at another party's metadata (mcp-go checks the same).
-	prmURL := wellKnownPRM(cfg.URL)
+	// Protected-resource metadata (RFC 9728): where the 401 says, but only on the
+	// server's own origin (a server must not point Atrium at another party's metadata),
+	// else the well-known URL with the server's path, else the one at its root.
+	var candidates []string
 	if ch.resourceMetadata != "" && sameOrigin(ch.resourceMetadata, cfg.URL) {
-		prmURL = ch.resourceMetadata
+		candidates = append(candidates, ch.resourceMetadata)
 	}
-	scopes := cfg.OAuthScopes
-	if len(scopes) == 0 && ch.scope != "" {
-		scopes = strings.Fields(ch.scope)
-	}
-	if len(scopes) == 0 {
-		if pr, err := fetchProtectedResource(ctx, hc, prmURL); err == nil {
-			scopes = pr.ScopesSupported
+	candidates = append(candidates, wellKnownPRM(cfg.URL), rootWellKnown(cfg.URL, "oauth-protected-resource"))
+	var pr protectedResource
+	g := oauthGrant{URL: cfg.URL, RedirectURI: redirectURI}
+	for _, u := range candidates {
+		if p, err := fetchProtectedResource(ctx, hc, u); err == nil {
+			pr, g.ResourceMetadataURL = p, u
+			break
 		}
 	}
-	g := oauthGrant{URL: cfg.URL, RedirectURI: redirectURI, Scopes: scopes}
-	if ch.resourceMetadata != "" && sameOrigin(ch.resourceMetadata, cfg.URL) {
-		g.ResourceMetadataURL = ch.resourceMetadata
+	var resource string // RFC 8707 indicator Atrium adds itself (see below)
+	if g.ResourceMetadataURL != "" && pr.Resource != "" && strings.TrimSuffix(pr.Resource, "/") != strings.TrimSuffix(cfg.URL, "/") {
+		// The metadata names a resource above the server's URL (its origin, say).
+		// mcp-go takes a metadata URL it is given only for exactly the server's URL, so
+		// Atrium checks the binding itself and hands mcp-go the authorization server's
+		// metadata instead (issuer checked as RFC 8414 §3.3 asks).
+		if !resourceBinds(pr.Resource, cfg.URL) {
+			return nil, "", errs.E(errs.Invalid, "Server %q: its metadata declares the resource %q, which is not this server (%s).", cfg.Name, capString(pr.Resource, 200), cfg.URL)
+		}
+		if len(pr.AuthorizationServers) > 0 {
+			issuer := pr.AuthorizationServers[0]
+			for _, u := range asMetadataURLs(issuer) {
+				if iss, ok := fetchIssuer(ctx, hc, u); ok {
+					if strings.TrimSuffix(iss, "/") != strings.TrimSuffix(issuer, "/") {
+						return nil, "", errs.E(errs.Invalid, "Server %q: the authorization server's metadata names the issuer %q, not %q.", cfg.Name, capString(iss, 200), capString(issuer, 200))
+					}
+					g.AuthServerMetadataURL, g.ResourceMetadataURL, resource = u, "", pr.Resource
+					break
+				}
+			}
+		}
+	}
+	if g.ResourceMetadataURL == "" && g.AuthServerMetadataURL == "" {
+		// No protected-resource metadata: the 2025-03-26 spec's discovery, the
+		// authorization server's metadata at the root of the server's origin (mcp-go
+		// looks under the server's path, then falls back to /authorize, /token, /register).
+		if u := rootWellKnown(cfg.URL, "oauth-authorization-server"); fetchOK(ctx, hc, u) {
+			g.AuthServerMetadataURL = u
+		}
+	}
+	g.Scopes = cfg.OAuthScopes
+	if len(g.Scopes) == 0 && ch.scope != "" {
+		g.Scopes = strings.Fields(ch.scope)
+	}
+	if len(g.Scopes) == 0 {
+		g.Scopes = pr.ScopesSupported
 	}
 	switch {
 	case cfg.OAuthClientID != "":
@@ -278,9 +392,6 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 		g.ClientID, g.ClientSecret, g.AuthMethod, g.Registered = old.ClientID, old.ClientSecret, old.AuthMethod, true
 	}
 	h := s.oauthHandler(cfg, g)
-	if ch.status == http.StatusUnauthorized {
-		h.HandleUnauthorizedResponse(ch.resp)
-	}
 	md, err := h.GetServerMetadata(ctx)
 	if err != nil {
 		return fail("discovering its authorization server", err)
@@ -311,6 +422,9 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 	authURL, err := h.GetAuthorizationURL(ctx, state, transport.GenerateCodeChallenge(verifier))
 	if err != nil {
 		return fail("building the authorization URL", err)
+	}
+	if resource != "" && !strings.Contains(authURL, "&resource=") {
+		authURL += "&resource=" + url.QueryEscape(resource)
 	}
 	// Keep the registration (and any earlier token, until the new one arrives).
 	if err := s.OAuth.update(ctx, cfg.ID, func(stored *oauthGrant) error {
