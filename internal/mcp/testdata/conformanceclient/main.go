@@ -206,26 +206,37 @@ func runAtrium(ctx context.Context, serverURL string, sc scenarioContext) error 
 	return nil
 }
 
+// runPlain is how mcp-go's own examples go about it: a plain client first; on a 401,
+// a client with mcp-go's OAuth handler (told the metadata URL from the 401), dynamic
+// registration unless pre-registered, and the authorization code flow with PKCE.
 func runPlain(ctx context.Context, serverURL string, sc scenarioContext) error {
-	oc := transport.OAuthConfig{ClientID: sc.ClientID, ClientSecret: sc.ClientSecret, RedirectURI: redirectURI,
-		PKCEEnabled: true, TokenStore: transport.NewMemoryTokenStore()}
-	cl, err := client.NewOAuthStreamableHttpClient(serverURL, oc)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if err := cl.Start(ctx); err != nil {
-		return err
-	}
-	initialize := func() error {
+	initialize := func(cl *client.Client) error {
+		if err := cl.Start(ctx); err != nil {
+			return err
+		}
 		req := mcpgo.InitializeRequest{}
 		req.Params.ProtocolVersion = mcpgo.LATEST_PROTOCOL_VERSION
 		req.Params.ClientInfo = mcpgo.Implementation{Name: "mcp-go-plain", Version: "1"}
 		_, err := cl.Initialize(ctx, req)
 		return err
 	}
-	err = initialize()
-	if client.IsOAuthAuthorizationRequiredError(err) {
+	cl, err := client.NewStreamableHttpClient(serverURL)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	err = initialize(cl)
+	if client.IsAuthorizationRequiredError(err) {
+		oc := transport.OAuthConfig{ClientID: sc.ClientID, ClientSecret: sc.ClientSecret, RedirectURI: redirectURI,
+			PKCEEnabled: true, TokenStore: transport.NewMemoryTokenStore(), ProtectedResourceMetadataURL: client.GetResourceMetadataURL(err)}
+		if cl, err = client.NewOAuthStreamableHttpClient(serverURL, oc); err != nil {
+			return err
+		}
+		defer cl.Close()
+		err = initialize(cl)
+		if !client.IsOAuthAuthorizationRequiredError(err) {
+			return fmt.Errorf("with OAuth, before authorising: %v", err)
+		}
 		h := client.GetOAuthHandler(err)
 		if h.GetClientID() == "" {
 			if err := h.RegisterClient(ctx, "mcp-go-plain"); err != nil {
@@ -245,8 +256,10 @@ func runPlain(ctx context.Context, serverURL string, sc scenarioContext) error {
 		if err := h.ProcessAuthorizationResponse(ctx, code, back, verifier); err != nil {
 			return err
 		}
-		err = initialize()
-		if err != nil {
+		req := mcpgo.InitializeRequest{}
+		req.Params.ProtocolVersion = mcpgo.LATEST_PROTOCOL_VERSION
+		req.Params.ClientInfo = mcpgo.Implementation{Name: "mcp-go-plain", Version: "1"}
+		if _, err := cl.Initialize(ctx, req); err != nil {
 			return err
 		}
 	} else if err != nil {
