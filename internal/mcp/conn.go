@@ -157,6 +157,11 @@ func (s *server) connect() (*conn, catalog, error) {
 	}
 	cat, err := s.list(ictx, c)
 	if err != nil {
+		if isAuthRequired(err) {
+			// Some servers let initialize through and want a token for the rest.
+			c.close()
+			return nil, catalog{}, fmt.Errorf("list tools: %w", err)
+		}
 		return nil, catalog{}, s.startFailed(c, ictx, "list tools", err)
 	}
 	return c, cat, nil
