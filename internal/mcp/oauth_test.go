@@ -135,6 +135,24 @@ func TestOAuthConnectAndCall(t *testing.T) {
 	}
 }
 
+// TestOAuthAfterOpenHandshake: a server that lets initialize through and answers 401
+// to the listing needs authorisation too (it failed as "list tools: authorization
+// required" before).
+func TestOAuthAfterOpenHandshake(t *testing.T) {
+	as := oauthtest.Start(t)
+	as.OpenHandshake.Store(true)
+	h := newOAuthHarness(t)
+	cfg := h.add(t, "prov", as.URL)
+	if st := h.waitState(t, "prov", 20*time.Second, mcp.StateUnauthorized, mcp.StateFailed); st.State != mcp.StateUnauthorized {
+		t.Fatalf("state %s (%s), want unauthorized", st.State, st.Error)
+	}
+	h.authorize(t, cfg, as)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateReady)
+	if res := h.call(t, "prov__whoami", map[string]any{}); res.IsError {
+		t.Fatalf("call: %+v", res)
+	}
+}
+
 func TestOAuthRefreshesBeforeExpiry(t *testing.T) {
 	as := oauthtest.Start(t)
 	as.TokenTTL.Store(6) // refreshed 2 s before it expires

@@ -7,6 +7,7 @@
 package oauthtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,6 +15,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"html/template"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -40,6 +42,9 @@ type Server struct {
 	TokenTTL    atomic.Int64 // access token lifetime in seconds; default 3600
 	FailRefresh atomic.Bool  // refresh requests get invalid_grant
 	AutoApprove atomic.Bool  // /authorize redirects at once instead of showing the consent page
+	// OpenHandshake lets initialize (and its notification) through without a token, as
+	// some servers do; everything after it still needs one.
+	OpenHandshake atomic.Bool
 
 	Refreshes   atomic.Int32 // successful refresh grants
 	Exchanges   atomic.Int32 // successful code exchanges
@@ -82,6 +87,17 @@ func Start(tb testing.TB) *Server {
 
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok && s.OpenHandshake.Load() && r.Method == http.MethodPost {
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct {
+				Method string `json:"method"`
+			}
+			if json.Unmarshal(body, &msg) == nil && (msg.Method == "initialize" || msg.Method == "notifications/initialized") {
+				mcpHandler.ServeHTTP(w, r)
+				return
+			}
+		}
 		if !ok || !s.validAccess(tok) {
 			if ok {
 				s.Rejected.Add(1)
