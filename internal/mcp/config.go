@@ -214,7 +214,9 @@ func (c ServerConfig) exposes(tool string) bool {
 // redact replaces each of secrets in s with RedactedValue.
 func redact(s string, secrets []string) string {
 	for _, v := range secrets {
-		s = strings.ReplaceAll(s, v, RedactedValue)
+		if v != "" {
+			s = strings.ReplaceAll(s, v, RedactedValue)
+		}
 	}
 	return s
 }

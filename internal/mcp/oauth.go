@@ -314,7 +314,8 @@ func (s *server) refreshGrant(ctx context.Context, h *transport.OAuthHandler) er
 		s.log.Info("mcp: oauth token refreshed after the server refused it")
 		return nil
 	}
-	msg := oauthErrorText(err)
+	// mcp-go quotes the token endpoint's answer, which might echo what was sent.
+	msg := redact(s.redact(oauthErrorText(err)), []string{g.Token.RefreshToken, g.Token.AccessToken, g.ClientSecret})
 	s.log.Warn("mcp: oauth refresh failed", "err", msg)
 	if uerr := st.update(context.WithoutCancel(ctx), s.cfg.ID, func(g *oauthGrant) error {
 		g.Failed = msg

@@ -123,8 +123,10 @@ func probeAuth(ctx context.Context, hc *http.Client, cfg ServerConfig) (challeng
 	if err != nil {
 		return challenge{}, err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
+	}
+	resp.Body.Close() // a 200 may be an endless event stream: not read
 	ch := challenge{status: resp.StatusCode}
 	for _, h := range resp.Header.Values("WWW-Authenticate") {
 		if ch.resourceMetadata == "" {
@@ -452,7 +454,9 @@ func (s *Supervisor) FinishOAuth(ctx context.Context, f *OAuthFlow, code string)
 	ctx, cancel := context.WithTimeout(ctx, oauthTimeout)
 	defer cancel()
 	if err := f.handler.ProcessAuthorizationResponse(ctx, code, f.State, f.verifier); err != nil {
-		return errs.E(errs.Invalid, "Server %q: exchanging the code for a token failed: %s", f.Server, oauthErrorText(err))
+		// mcp-go quotes the token endpoint's answer, which might echo what was sent.
+		msg := redact(oauthErrorText(err), []string{f.verifier, code, f.handler.GetClientSecret()})
+		return errs.E(errs.Invalid, "Server %q: exchanging the code for a token failed: %s", f.Server, msg)
 	}
 	s.log.Info("mcp: oauth authorised", "mcp_server", f.Server)
 	s.Reconnect(f.Server)

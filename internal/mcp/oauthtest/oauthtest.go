@@ -301,7 +301,8 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Unlock()
 		if !ok || owner != client || s.FailRefresh.Load() {
-			oauthError(w, http.StatusBadRequest, "invalid_grant", "refresh token not valid")
+			// Echoes the token, as careless servers do: Atrium must not show it.
+			oauthError(w, http.StatusBadRequest, "invalid_grant", "refresh token "+f.Get("refresh_token")+" not valid")
 			return
 		}
 		s.Refreshes.Add(1)
