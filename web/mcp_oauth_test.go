@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"html"
 	"net/http"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"atrium/internal/llm"
 	"atrium/internal/mcp/oauthtest"
 	"atrium/internal/store"
 )
@@ -107,6 +109,18 @@ func TestMCPOAuthConnectCallback(t *testing.T) {
 	if len(tokens) < 2 {
 		t.Fatalf("tokens issued: %d", len(tokens))
 	}
+	// A refused token whose refresh fails leaves the card asking to re-authorise.
+	as.FailRefresh.Store(true)
+	as.RevokeAccess()
+	if res := env.app.Tools.Dispatch(context.Background(), "s", 1, llm.ToolCall{ID: "c1", Name: "prov__whoami", Arguments: "{}"}); !res.IsError {
+		t.Fatalf("a call with a refused token and a failing refresh succeeded: %+v", res)
+	}
+	env.waitMCPState("prov", "unauthorized")
+	page = admin.get("/settings/mcp").body
+	if !strings.Contains(page, `data-auth="reauthorize"`) || !strings.Contains(page, `data-testid="mcp-reauthorize"`) || !strings.Contains(page, "Re-authorise") {
+		t.Fatalf("the card does not ask to re-authorise:\n%.3000s", page)
+	}
+
 	export := admin.get("/settings/mcp/export").body
 	page = admin.get("/settings/mcp").body
 	db := string(env.dbBytes())
