@@ -187,6 +187,11 @@ func (ts *tokenStore) SaveToken(ctx context.Context, t *transport.Token) error {
 		return errors.New("the token response has no access token")
 	}
 	saved := *t
+	if saved.ExpiresIn < 0 || saved.ExpiresIn > maxTokenLife {
+		// Nonsense (or an overflow in mcp-go's expiry sum): no known expiry; a 401
+		// then refreshes it.
+		saved.ExpiresIn, saved.ExpiresAt = 0, time.Time{}
+	}
 	if saved.ExpiresAt.IsZero() && saved.ExpiresIn > 0 {
 		saved.ExpiresAt = time.Now().Add(time.Duration(saved.ExpiresIn) * time.Second)
 	}
@@ -198,6 +203,9 @@ func (ts *tokenStore) SaveToken(ctx context.Context, t *transport.Token) error {
 		return nil
 	})
 }
+
+// maxTokenLife bounds a token's expires_in (seconds) taken at its word: a year.
+const maxTokenLife = 365 * 24 * 3600
 
 // maxOAuthBody bounds any response read during discovery, registration and token
 // exchange: metadata documents and token responses are small.
