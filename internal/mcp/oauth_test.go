@@ -115,7 +115,8 @@ func TestOAuthConnectAndCall(t *testing.T) {
 		t.Errorf("registrations %d, code exchanges %d; want 1 each", as.Registrated.Load(), as.Exchanges.Load())
 	}
 
-	// The tokens are in the database only sealed.
+	// The tokens are in the database only sealed (closed first, so the WAL is checkpointed).
+	h.sup.Close()
 	h.db.Close()
 	tokens := as.Tokens()
 	if len(tokens) < 2 {
