@@ -93,7 +93,6 @@ func (fs *OAuthFlows) Take(state string, user int64, now time.Time) (*OAuthFlow,
 // challenge is what a 401 said: where the protected-resource metadata is and which
 // scopes the server wants.
 type challenge struct {
-	status           int
 	resourceMetadata string
 	scope            string
 }
@@ -127,7 +126,7 @@ func probeAuth(ctx context.Context, hc *http.Client, cfg ServerConfig) (challeng
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
 	}
 	resp.Body.Close() // a 200 may be an endless event stream: not read
-	ch := challenge{status: resp.StatusCode}
+	var ch challenge
 	for _, h := range resp.Header.Values("WWW-Authenticate") {
 		if ch.resourceMetadata == "" {
 			ch.resourceMetadata = authParam(h, "resource_metadata")
