@@ -225,6 +225,7 @@ type MCPStatus struct {
 	Resources       int
 	Prompts         int
 	Stderr          []string // last lines of a stdio child's stderr, shown as text
+	Auth            string   // state "unauthorized": "connect" (never authorised) or "reauthorize"
 }
 
 // MCPServerItem is one configured server on the settings page. Secrets are only hints.
@@ -233,7 +234,8 @@ type MCPServerItem struct {
 	Status                MCPStatus
 	Enabled               bool
 	Command               string
-	Args                  []string
+	Args                  []string // secret ones (SecretArgs, and detected credentials) REDACTED
+	SecretArgs            []int    // indexes of Args the admin marked secret
 	Dir, URL              string
 	EnvHints, HeaderHints []string // "KEY=••••abcd", "Authorization: ••••"
 	TokenHint             string
@@ -245,6 +247,9 @@ type MCPServerItem struct {
 	Sandbox               string
 	ReadPaths, WritePaths []string
 	SandboxOn, NetworkOn  bool
+	// OAuth: a hand-registered client (its secret only as a hint) and the scopes.
+	OAuthClientID, OAuthSecretHint string
+	OAuthScopes                    []string
 }
 
 // MCPForm refills an add (ID 0) or edit form after a failed submit.
@@ -254,6 +259,8 @@ type MCPForm struct {
 	AllowTools, DenyTools, Timeout                         string
 	ReadPaths, WritePaths                                  string // one per line
 	Sandbox, Network                                       bool
+	OAuthClientID, OAuthScopes                             string
+	SecretArgs                                             string // line numbers of secret arguments, e.g. "2 4"
 	Error                                                  string
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,7 +147,7 @@ func countState(m *views.MCPIndicator, state mcp.State, resources, prompts int) 
 		m.Ready++
 		m.Resources += resources
 		m.Prompts += prompts
-	case mcp.StateDegraded:
+	case mcp.StateDegraded, mcp.StateUnauthorized:
 		m.Degraded++
 	case mcp.StateFailed:
 		m.Failed++
@@ -171,7 +172,7 @@ func (s *Server) mcpIndicator() *views.MCPIndicator {
 // statusView maps a supervisor status to the live card.
 func statusView(st mcp.Status, transport string) views.MCPStatus {
 	v := views.MCPStatus{Name: st.Name, Transport: transport, State: string(st.State), Since: st.Since,
-		Error: st.Error, Resources: st.Resources, Prompts: st.Prompts, Stderr: st.Stderr}
+		Error: st.Error, Resources: st.Resources, Prompts: st.Prompts, Stderr: st.Stderr, Auth: st.Auth}
 	for _, t := range st.Tools {
 		v.Tools = append(v.Tools, views.MCPTool{Name: t.Name, Description: t.Description})
 	}
@@ -202,10 +203,11 @@ func (s *Server) mcpView(ctx context.Context, form views.MCPForm, notice string)
 		}
 		// Credentials in the URL and arguments show as REDACTED; saving the form keeps them.
 		shownURL, shownArgs := mcp.RedactCredentials(cfg)
-		it := views.MCPServerItem{ID: row.ID, Status: statusView(st, row.Transport), Enabled: row.Enabled,
+		it := views.MCPServerItem{ID: row.ID, Status: statusView(st, row.Transport), Enabled: row.Enabled, SecretArgs: cfg.SecretArgs,
 			Command: cfg.Command, Args: shownArgs, Dir: cfg.Dir, URL: shownURL,
 			AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeout: int(cfg.CallTimeout / time.Second),
-			TokenHint: crypto.Hint(cfg.BearerToken)}
+			TokenHint: crypto.Hint(cfg.BearerToken), OAuthClientID: cfg.OAuthClientID, OAuthScopes: cfg.OAuthScopes,
+			OAuthSecretHint: crypto.Hint(cfg.OAuthClientSecret)}
 		if row.Transport == store.MCPStdio {
 			it.Sandbox, it.SandboxOn, it.NetworkOn = sandboxLine(cfg), cfg.Sandbox, cfg.Network
 			it.ReadPaths, it.WritePaths = cfg.ReadPaths, cfg.WritePaths
@@ -343,6 +345,10 @@ func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerC
 		WritePaths: c.FormValue("write_paths"),
 		Sandbox:    c.FormValue("sandbox") == "on",
 		Network:    c.FormValue("network") == "on",
+
+		SecretArgs:    strings.TrimSpace(c.FormValue("secret_args")),
+		OAuthClientID: strings.TrimSpace(c.FormValue("oauth_client_id")),
+		OAuthScopes:   strings.TrimSpace(c.FormValue("oauth_scopes")),
 	}
 	cfg := mcp.ServerConfig{Name: f.Name, Transport: mcp.Transport(f.Transport), Enabled: true,
 		AllowTools: toolList(f.AllowTools), DenyTools: toolList(f.DenyTools)}
@@ -359,6 +365,15 @@ func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerC
 		for _, a := range strings.Split(strings.ReplaceAll(f.Args, "\r\n", "\n"), "\n") {
 			if strings.TrimSpace(a) != "" {
 				cfg.Args = append(cfg.Args, strings.TrimRight(a, "\r"))
+			}
+		}
+		for _, n := range toolList(f.SecretArgs) {
+			i, err := strconv.Atoi(n)
+			if err != nil || i < 1 {
+				return f, cfg, errs.E(errs.Invalid, "Secret arguments: %q is not an argument's line number (1, 2, …).", n)
+			}
+			if !slices.Contains(cfg.SecretArgs, i-1) {
+				cfg.SecretArgs = append(cfg.SecretArgs, i-1)
 			}
 		}
 		env, err := parsePairs(f.Env, "=", "Environment", keepEnv)
@@ -382,6 +397,11 @@ func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerC
 		cfg.BearerToken = strings.TrimSpace(c.FormValue("bearer_token"))
 		if cfg.BearerToken == "" && old != nil {
 			cfg.BearerToken = old.BearerToken
+		}
+		cfg.OAuthClientID, cfg.OAuthScopes = f.OAuthClientID, strings.Fields(f.OAuthScopes)
+		cfg.OAuthClientSecret = strings.TrimSpace(c.FormValue("oauth_client_secret"))
+		if cfg.OAuthClientSecret == "" && old != nil && cfg.OAuthClientID == old.OAuthClientID {
+			cfg.OAuthClientSecret = old.OAuthClientSecret
 		}
 	}
 	if f.Timeout != "" {

@@ -504,3 +504,34 @@ func TestMCPURLCredentialSealed(t *testing.T) {
 		t.Fatalf("the older row's URL lost its credential: %q", cfg.URL)
 	}
 }
+
+// TestMCPSecretArgumentForm: an argument marked secret on the form is REDACTED on the
+// page and in the export, not in the database file, and kept when the REDACTED form
+// is saved.
+func TestMCPSecretArgumentForm(t *testing.T) {
+	env, admin := mcpTestEnv(t)
+	const secret = "SEKRET-arg-97531"
+	wantStatus(t, admin.post("/settings/mcp", url.Values{"name": {"local"}, "transport": {"stdio"},
+		"command": {"/nonexistent/mcp-server"}, "args": {"serve\n" + secret + "\n--verbose"}, "secret_args": {"2"}}), http.StatusSeeOther)
+	page := admin.get("/settings/mcp").body
+	if strings.Contains(page, secret) || !strings.Contains(page, "serve\nREDACTED\n--verbose") {
+		t.Fatalf("the form shows the secret argument (or no REDACTED line):\n%.4000s", page)
+	}
+	if export := admin.get("/settings/mcp/export").body; strings.Contains(export, secret) {
+		t.Fatalf("the export holds the secret argument:\n%s", export)
+	}
+	if bytes.Contains(env.dbBytes(), []byte(secret)) {
+		t.Fatal("the database file holds the secret argument in clear")
+	}
+	row := env.mcpRow("local")
+	wantStatus(t, admin.post(fmt.Sprintf("/settings/mcp/%d", row.ID), url.Values{"name": {"local"}, "transport": {"stdio"},
+		"command": {"/nonexistent/mcp-server"}, "args": {"serve\nREDACTED\n--verbose"}, "secret_args": {"2"}}), http.StatusSeeOther)
+	if cfg, err := env.srv.ServerConfig(context.Background(), env.mcpRow("local")); err != nil || strings.Join(cfg.Args, " ") != "serve "+secret+" --verbose" {
+		t.Fatalf("after saving the REDACTED form: %q, %v", cfg.Args, err)
+	}
+	r := admin.post(fmt.Sprintf("/settings/mcp/%d", row.ID), url.Values{"name": {"local"}, "transport": {"stdio"},
+		"command": {"/nonexistent/mcp-server"}, "args": {"serve"}, "secret_args": {"two"}})
+	if r.StatusCode != http.StatusBadRequest || !strings.Contains(r.body, "line number") {
+		t.Fatalf("a bad mark: %d", r.StatusCode)
+	}
+}

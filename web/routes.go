@@ -88,10 +88,12 @@ func (s *Server) routes() *echo.Echo {
 	a.GET("/settings/mcp/ws", s.mcpSocket)
 	a.GET("/settings/mcp/export", s.exportMCP)
 	a.POST("/settings/mcp/import", s.importMCP)
+	a.GET("/settings/mcp/oauth/callback", s.finishMCPOAuth)
 	a.POST("/settings/mcp/:sid", s.updateMCPServer)
 	a.POST("/settings/mcp/:sid/enable", s.enableMCPServer)
 	a.POST("/settings/mcp/:sid/disable", s.disableMCPServer)
 	a.POST("/settings/mcp/:sid/delete", s.deleteMCPServer)
+	a.POST("/settings/mcp/:sid/oauth", s.startMCPOAuth)
 
 	// Other users' memories: admins only, and a 404 to everyone else (hideFromNonAdmins).
 	am := u.Group("/settings/memories", s.hideFromNonAdmins)

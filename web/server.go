@@ -54,6 +54,7 @@ type Server struct {
 	echo       *echo.Echo
 	secureBase bool // the public base URL is https
 	mcp        mcpState
+	oauthFlows mcp.OAuthFlows // MCP OAuth authorisations in progress (mcp_oauth.go)
 
 	sockets      sockets       // open websockets by login, so ending a login closes them
 	loginRecheck time.Duration // how often an open socket re-checks its login

@@ -204,6 +204,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	a.MCP = mcp.NewSupervisor(a.Tools, log, nil)
 	// Sandboxed servers' private homes live with the data, so they work without a HOME.
 	a.MCP.SandboxDir = filepath.Join(cfg.DataDir, "mcp-sandbox")
+	a.MCP.OAuth = &mcp.OAuthStore{Rows: db, Keys: keys}
 	if a.lock != nil {
 		// Kill the stdio servers a crashed predecessor left running, before starting ours.
 		for _, f := range mcp.ChildFiles(a.lock.dir, a.lock.alive) {

@@ -162,6 +162,14 @@ func (s *server) executor(mcpName string) func(context.Context, tools.Call) (str
 		req.Params.Arguments = json.RawMessage(call.Args)
 		s.calls.Add(1)
 		res, err := c.client.CallTool(ctx, req)
+		if isAuthRequired(err) && c.oauth != nil && ctx.Err() == nil {
+			// The server refused the token before running the call: refresh it and
+			// try once more; if that fails the connection is lost and the card asks
+			// to re-authorise.
+			if s.refreshGrant(ctx, c.oauth) == nil {
+				res, err = c.client.CallTool(ctx, req)
+			}
+		}
 		if errors.Is(err, transport.ErrSessionTerminated) && ctx.Err() == nil {
 			// The server restarted and forgot the session, so it did not run the call:
 			// reconnect (a new initialize) and try once more.

@@ -38,15 +38,23 @@ type ServerConfig struct {
 	Transport   Transport
 	Command     string // stdio
 	Args        []string
+	SecretArgs  []int             // indexes of Args an admin marked secret: sealed, redacted, REDACTED in exports
 	Env         map[string]string // stdio: the child gets only these plus PATH and HOME
 	Dir         string
 	URL         string // http, sse
 	Headers     map[string]string
 	BearerToken string
-	Enabled     bool
-	AllowTools  []string      // if non-empty only these tools are exposed
-	DenyTools   []string      // these are never exposed
-	CallTimeout time.Duration // 0 → 20s (10–30s, the tool registry's bounds)
+	// OAuth (remote servers that answer 401): a client registered by hand with the
+	// provider, when its authorization server offers no dynamic registration, and the
+	// scopes to ask for ("" = what the server's 401 or metadata names). The grant itself
+	// (tokens) is not configuration: it lives in OAuthStore.
+	OAuthClientID     string
+	OAuthClientSecret string
+	OAuthScopes       []string
+	Enabled           bool
+	AllowTools        []string      // if non-empty only these tools are exposed
+	DenyTools         []string      // these are never exposed
+	CallTimeout       time.Duration // 0 → 20s (10–30s, the tool registry's bounds)
 
 	// Sandbox runs a stdio server under Landlock (internal/sandbox): besides the system
 	// directories it may read ReadPaths, change WritePaths, its Dir and a private HOME,
@@ -76,6 +84,11 @@ func (c ServerConfig) Validate() error {
 		if c.URL != "" {
 			return errs.E(errs.Invalid, "Server %q: a stdio server has no URL.", c.Name)
 		}
+		for _, i := range c.SecretArgs {
+			if i < 0 || i >= len(c.Args) {
+				return errs.E(errs.Invalid, "Server %q: secret argument %d does not exist (there are %d arguments).", c.Name, i+1, len(c.Args))
+			}
+		}
 		for k := range c.Env {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				return errs.E(errs.Invalid, "Server %q: %q is not a valid environment variable name.", c.Name, k)
@@ -97,8 +110,20 @@ func (c ServerConfig) Validate() error {
 		if strings.ContainsAny(c.BearerToken, "\r\n\x00 ") {
 			return errs.E(errs.Invalid, "Server %q: the bearer token must not contain spaces or line breaks.", c.Name)
 		}
+		if strings.ContainsAny(c.OAuthClientID+c.OAuthClientSecret+strings.Join(c.OAuthScopes, ""), "\r\n\x00 ") {
+			return errs.E(errs.Invalid, "Server %q: the OAuth client ID, secret and scopes must not contain spaces or line breaks.", c.Name)
+		}
+		if c.OAuthClientSecret != "" && c.OAuthClientID == "" {
+			return errs.E(errs.Invalid, "Server %q: an OAuth client secret needs its client ID.", c.Name)
+		}
 	default:
 		return errs.E(errs.Invalid, "Server %q: the transport must be stdio, http or sse.", c.Name)
+	}
+	if c.Transport != TransportStdio && len(c.SecretArgs) > 0 {
+		return errs.E(errs.Invalid, "Server %q: only a local (stdio) server has arguments.", c.Name)
+	}
+	if c.Transport == TransportStdio && (c.OAuthClientID != "" || c.OAuthClientSecret != "" || len(c.OAuthScopes) > 0) {
+		return errs.E(errs.Invalid, "Server %q: only a remote (HTTP or SSE) server uses OAuth.", c.Name)
 	}
 	if (c.Sandbox || c.Network || len(c.ReadPaths) > 0 || len(c.WritePaths) > 0) && c.Transport != TransportStdio {
 		return errs.E(errs.Invalid, "Server %q: only a local (stdio) server can be sandboxed.", c.Name)
@@ -152,6 +177,7 @@ func (c ServerConfig) Secrets() []string {
 		add(v)
 	}
 	add(c.BearerToken)
+	add(c.OAuthClientSecret)
 	for _, v := range credentialValues(c) {
 		add(v)
 	}
@@ -188,7 +214,9 @@ func (c ServerConfig) exposes(tool string) bool {
 // redact replaces each of secrets in s with RedactedValue.
 func redact(s string, secrets []string) string {
 	for _, v := range secrets {
-		s = strings.ReplaceAll(s, v, RedactedValue)
+		if v != "" {
+			s = strings.ReplaceAll(s, v, RedactedValue)
+		}
 	}
 	return s
 }

@@ -47,6 +47,9 @@ type configJSON struct {
 	ReadPaths     []string `json:"read_paths,omitempty"`
 	WritePaths    []string `json:"write_paths,omitempty"`
 	Network       bool     `json:"network,omitempty"`
+	SecretArgs    []int    `json:"secret_args,omitempty"` // indexes of Args the admin marked secret (stored REDACTED)
+	OAuthClientID string   `json:"oauth_client_id,omitempty"`
+	OAuthScopes   []string `json:"oauth_scopes,omitempty"`
 }
 
 // secretsJSON is sealed into MCPServer.SecretsSealed.
@@ -55,6 +58,7 @@ type secretsJSON struct {
 	Headers     map[string]string `json:"headers,omitempty"`
 	BearerToken string            `json:"bearer_token,omitempty"`
 	Credentials map[string]string `json:"credentials,omitempty"` // of the URL and args, by slot (credentials.go)
+	OAuthSecret string            `json:"oauth_client_secret,omitempty"`
 }
 
 // SecretsAD binds a server's sealed secrets to its row.
@@ -69,7 +73,8 @@ func Row(cfg ServerConfig) store.MCPServer {
 	u, args, _ := splitCredentials(cfg)
 	c := configJSON{Command: cfg.Command, Args: args, Dir: cfg.Dir, URL: u,
 		AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeoutMS: cfg.CallTimeout.Milliseconds(),
-		Sandbox: cfg.Sandbox, ReadPaths: cfg.ReadPaths, WritePaths: cfg.WritePaths, Network: cfg.Network}
+		Sandbox: cfg.Sandbox, ReadPaths: cfg.ReadPaths, WritePaths: cfg.WritePaths, Network: cfg.Network,
+		OAuthClientID: cfg.OAuthClientID, OAuthScopes: cfg.OAuthScopes, SecretArgs: cfg.SecretArgs}
 	b, _ := json.Marshal(c) // cannot fail: strings and numbers
 	return store.MCPServer{ID: cfg.ID, Name: cfg.Name, Transport: string(cfg.Transport), Config: b, Enabled: cfg.Enabled}
 }
@@ -78,11 +83,11 @@ func Row(cfg ServerConfig) store.MCPServer {
 // are none).
 func (cs *ConfigStore) Seal(ctx context.Context, row *store.MCPServer, cfg ServerConfig) error {
 	_, _, creds := splitCredentials(cfg)
-	sec := secretsJSON{Env: cfg.Env, Headers: cfg.Headers, BearerToken: cfg.BearerToken}
+	sec := secretsJSON{Env: cfg.Env, Headers: cfg.Headers, BearerToken: cfg.BearerToken, OAuthSecret: cfg.OAuthClientSecret}
 	if len(creds) > 0 {
 		sec.Credentials = creds
 	}
-	if len(sec.Env) == 0 && len(sec.Headers) == 0 && sec.BearerToken == "" && len(creds) == 0 {
+	if len(sec.Env) == 0 && len(sec.Headers) == 0 && sec.BearerToken == "" && len(creds) == 0 && sec.OAuthSecret == "" {
 		row.SecretsSealed = nil
 		return nil
 	}
@@ -105,7 +110,7 @@ func StoredInClear(row store.MCPServer) bool {
 	if json.Unmarshal(row.Config, &c) != nil {
 		return false
 	}
-	for _, v := range credentialValues(ServerConfig{URL: c.URL, Args: c.Args}) {
+	for _, v := range credentialValues(ServerConfig{URL: c.URL, Args: c.Args, SecretArgs: c.SecretArgs}) {
 		if v != RedactedValue {
 			return true
 		}
@@ -128,6 +133,7 @@ func (cs *ConfigStore) Config(ctx context.Context, row store.MCPServer) (ServerC
 	cfg.AllowTools, cfg.DenyTools = c.AllowTools, c.DenyTools
 	cfg.CallTimeout = time.Duration(c.CallTimeoutMS) * time.Millisecond
 	cfg.Sandbox, cfg.ReadPaths, cfg.WritePaths, cfg.Network = c.Sandbox, c.ReadPaths, c.WritePaths, c.Network
+	cfg.OAuthClientID, cfg.OAuthScopes, cfg.SecretArgs = c.OAuthClientID, c.OAuthScopes, c.SecretArgs
 	if len(row.SecretsSealed) == 0 {
 		return cfg, nil
 	}
@@ -139,8 +145,8 @@ func (cs *ConfigStore) Config(ctx context.Context, row store.MCPServer) (ServerC
 	if err := json.Unmarshal(plain, &sec); err != nil {
 		return cfg, fmt.Errorf("mcp: server %q secrets: %w", row.Name, err)
 	}
-	cfg.Env, cfg.Headers, cfg.BearerToken = sec.Env, sec.Headers, sec.BearerToken
-	cfg.URL, cfg.Args, _ = fillCredentials(cfg.URL, cfg.Args, sec.Credentials)
+	cfg.Env, cfg.Headers, cfg.BearerToken, cfg.OAuthClientSecret = sec.Env, sec.Headers, sec.BearerToken, sec.OAuthSecret
+	cfg.URL, cfg.Args, _ = fillCredentials(cfg.URL, cfg.Args, cfg.SecretArgs, sec.Credentials)
 	return cfg, nil
 }
 
@@ -241,12 +247,18 @@ func KeepRedacted(cfg *ServerConfig, old ServerConfig) error {
 	}
 	_, _, slots := splitCredentials(old)
 	var missing string
-	if cfg.URL, cfg.Args, missing = fillCredentials(cfg.URL, cfg.Args, slots); missing != "" {
+	if cfg.URL, cfg.Args, missing = fillCredentials(cfg.URL, cfg.Args, cfg.SecretArgs, slots); missing != "" {
 		where := "the URL"
 		if strings.HasPrefix(missing, "arg:") {
 			where = "the arguments"
 		}
 		return errs.E(errs.Invalid, "Server %q: a credential in %s is REDACTED and no stored value exists; enter it.", cfg.Name, where)
+	}
+	if cfg.OAuthClientSecret == RedactedValue {
+		if old.OAuthClientSecret == "" {
+			return errs.E(errs.Invalid, "Server %q: the OAuth client secret is REDACTED and no stored secret exists; enter it.", cfg.Name)
+		}
+		cfg.OAuthClientSecret = old.OAuthClientSecret
 	}
 	if cfg.BearerToken == RedactedValue {
 		if old.BearerToken == "" {

@@ -246,3 +246,49 @@ func listConfigs(t *testing.T, cs *mcp.ConfigStore, db *store.DB) []mcp.ServerCo
 	}
 	return out
 }
+
+// TestMarkedSecretArgs: an argument the admin marks secret is treated like a detected
+// credential: sealed, among the secrets to redact, REDACTED in exports, and kept when
+// a REDACTED export is imported again.
+func TestMarkedSecretArgs(t *testing.T) {
+	ctx := context.Background()
+	cs, db := newConfigStore(t)
+	const positional = "SEKRET-pos-5555"
+	local := mcp.ServerConfig{Name: "local", Transport: mcp.TransportStdio, Command: "server", Enabled: true,
+		Args: []string{"serve", positional, "--verbose"}, SecretArgs: []int{1}}
+	if err := cs.Save(ctx, &local); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := db.ListMCPServers(ctx)
+	if bytes.Contains(rows[0].Config, []byte(positional)) {
+		t.Fatalf("the marked argument is stored in clear: %s", rows[0].Config)
+	}
+	cfg := listConfigs(t, cs, db)[0]
+	if strings.Join(cfg.Args, " ") != "serve "+positional+" --verbose" || len(cfg.SecretArgs) != 1 {
+		t.Fatalf("back as %q, marked %v", cfg.Args, cfg.SecretArgs)
+	}
+	if !strings.Contains(strings.Join(cfg.Secrets(), " "), positional) {
+		t.Error("the marked argument is not among the secrets to redact")
+	}
+	if _, args := mcp.RedactCredentials(cfg); strings.Join(args, " ") != "serve REDACTED --verbose" {
+		t.Errorf("shown as %q", args)
+	}
+	exported, err := mcp.ExportServersJSON([]mcp.ServerConfig{cfg}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(exported, []byte(positional)) || !bytes.Contains(exported, []byte(`"secretArgs"`)) {
+		t.Fatalf("export:\n%s", exported)
+	}
+	if _, err := cs.Import(ctx, exported); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := listConfigs(t, cs, db)[0]; cfg.Args[1] != positional {
+		t.Fatalf("after a REDACTED import: %q", cfg.Args)
+	}
+	bad := local
+	bad.SecretArgs = []int{3}
+	if err := bad.Validate(); err == nil {
+		t.Error("a mark beyond the arguments was accepted")
+	}
+}

@@ -34,9 +34,10 @@ type conn struct {
 	client *client.Client
 	cancel context.CancelFunc // ends the connection's context
 
-	lost   chan error    // cap 1: the connection broke (a call's transport error, SSE stream lost)
-	relist chan struct{} // cap 1: the server said a list changed
-	check  chan struct{} // cap 1: the event stream ended; see whether the server still answers
+	lost   chan error              // cap 1: the connection broke (a call's transport error, SSE stream lost)
+	relist chan struct{}           // cap 1: the server said a list changed
+	check  chan struct{}           // cap 1: the event stream ended; see whether the server still answers
+	oauth  *transport.OAuthHandler // remote servers connected with an OAuth grant; else nil
 
 	// stdio only
 	cmd        *exec.Cmd
@@ -148,10 +149,19 @@ func (s *server) connect() (*conn, catalog, error) {
 	req := mcp.InitializeRequest{}
 	req.Params.ClientInfo = mcp.Implementation{Name: "atrium", Version: "1"}
 	if _, err := c.client.Initialize(ictx, req); err != nil {
+		if isAuthRequired(err) {
+			c.close()
+			return nil, catalog{}, fmt.Errorf("initialize: %w", err) // the caller asks for authorisation
+		}
 		return nil, catalog{}, s.startFailed(c, ictx, "initialize", err)
 	}
 	cat, err := s.list(ictx, c)
 	if err != nil {
+		if isAuthRequired(err) {
+			// Some servers let initialize through and want a token for the rest.
+			c.close()
+			return nil, catalog{}, fmt.Errorf("list tools: %w", err)
+		}
 		return nil, catalog{}, s.startFailed(c, ictx, "list tools", err)
 	}
 	return c, cat, nil
@@ -384,29 +394,54 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 	if s.cfg.BearerToken != "" {
 		headers["Authorization"] = "Bearer " + s.cfg.BearerToken
 	}
+	var oauth *transport.OAuthConfig
+	if _, hasAuth := headers["Authorization"]; !hasAuth {
+		g, ok, err := s.sup.OAuth.grantFor(ctx, s.cfg)
+		if err != nil {
+			return fmt.Errorf("oauth grant: %w", err)
+		}
+		if ok && g.Token != nil {
+			oc := s.sup.oauthConfig(s.cfg, g)
+			oauth = &oc
+		}
+	}
 	var tr transport.Interface
 	var err error
 	if s.cfg.Transport == TransportSSE {
-		var sse *transport.SSE
-		sse, err = transport.NewSSE(s.cfg.URL,
+		opts := []transport.ClientOption{
 			transport.WithHTTPClient(hc),
 			transport.WithHeaders(headers),
 			transport.WithEndpointTimeout(s.sup.ConnectTimeout),
 			transport.WithResponseTimeout(maxCallTimeout),
-			transport.WithSSELogger(newTransportLog(s.log, s.secrets)))
+			transport.WithSSELogger(newTransportLog(s.log, s.secrets))}
+		if oauth != nil {
+			opts = append(opts, transport.WithOAuth(*oauth))
+		}
+		var sse *transport.SSE
+		sse, err = transport.NewSSE(s.cfg.URL, opts...)
 		if err == nil {
 			sse.SetConnectionLostHandler(func(err error) { c.signalLost(fmt.Errorf("event stream lost: %w", err)) })
+			c.oauth = sse.GetOAuthHandler()
 			tr = sse
 		}
 	} else {
 		hc.Transport = &httpGate{next: hc.Transport, log: s.log, onStreamEnd: c.signalCheck}
-		tr, err = transport.NewStreamableHTTP(s.cfg.URL,
+		opts := []transport.StreamableHTTPCOption{
 			transport.WithHTTPBasicClient(hc),
 			transport.WithHTTPHeaders(headers),
 			// The GET stream carries list_changed; it is best effort, since the
 			// lists are fetched again after every reconnect anyway.
 			transport.WithContinuousListening(),
-			transport.WithHTTPLogger(newTransportLog(s.log, s.secrets)))
+			transport.WithHTTPLogger(newTransportLog(s.log, s.secrets))}
+		if oauth != nil {
+			opts = append(opts, transport.WithHTTPOAuth(*oauth))
+		}
+		var sh *transport.StreamableHTTP
+		sh, err = transport.NewStreamableHTTP(s.cfg.URL, opts...)
+		if err == nil {
+			c.oauth = sh.GetOAuthHandler()
+			tr = sh
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("bad URL: %w", err)

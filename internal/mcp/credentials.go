@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -62,13 +63,20 @@ func unescapeLoose(s string) string {
 }
 
 // mapArgCredentials calls f for each credential among args: the value of
-// --name=value and NAME=value, and the argument after a bare --name. The slot key is
+// --name=value and NAME=value, the argument after a bare --name, and every argument
+// whose index is in marked (the admin said it is secret) as a whole. The slot key is
 // the argument's index, so a rewritten list lines up with the original.
-func mapArgCredentials(args []string, f func(slot, value string) string) []string {
+func mapArgCredentials(args []string, marked []int, f func(slot, value string) string) []string {
 	out := make([]string, len(args))
 	copy(out, args)
 	for i := 0; i < len(out); i++ {
 		a := out[i]
+		if slices.Contains(marked, i) {
+			if a != "" {
+				out[i] = f(strconv.Itoa(i), a)
+			}
+			continue
+		}
 		if name, value, ok := strings.Cut(a, "="); ok {
 			if value != "" && credentialName(name) && !strings.ContainsAny(name, " /") {
 				out[i] = name + "=" + f(strconv.Itoa(i), value)
@@ -88,7 +96,7 @@ func credentialValues(cfg ServerConfig) []string {
 	var out []string
 	keep := func(_, v string) string { out = append(out, v); return v }
 	mapURLCredentials(cfg.URL, keep)
-	mapArgCredentials(cfg.Args, keep)
+	mapArgCredentials(cfg.Args, cfg.SecretArgs, keep)
 	return out
 }
 
@@ -96,7 +104,7 @@ func credentialValues(cfg ServerConfig) []string {
 // for showing and exporting.
 func RedactCredentials(cfg ServerConfig) (string, []string) {
 	red := func(_, _ string) string { return RedactedValue }
-	return mapURLCredentials(cfg.URL, red), mapArgCredentials(cfg.Args, red)
+	return mapURLCredentials(cfg.URL, red), mapArgCredentials(cfg.Args, cfg.SecretArgs, red)
 }
 
 // splitCredentials returns cfg's URL and arguments REDACTED, and the credentials by
@@ -104,13 +112,13 @@ func RedactCredentials(cfg ServerConfig) (string, []string) {
 func splitCredentials(cfg ServerConfig) (string, []string, map[string]string) {
 	slots := map[string]string{}
 	u := mapURLCredentials(cfg.URL, func(name, v string) string { slots["url:"+name] = v; return RedactedValue })
-	args := mapArgCredentials(cfg.Args, func(i, v string) string { slots["arg:"+i] = v; return RedactedValue })
+	args := mapArgCredentials(cfg.Args, cfg.SecretArgs, func(i, v string) string { slots["arg:"+i] = v; return RedactedValue })
 	return u, args, slots
 }
 
 // fillCredentials puts the stored credentials back into REDACTED slots of url and
 // args. It reports the first REDACTED slot that has no stored value ("" if none).
-func fillCredentials(u string, args []string, slots map[string]string) (string, []string, string) {
+func fillCredentials(u string, args []string, marked []int, slots map[string]string) (string, []string, string) {
 	missing := ""
 	fill := func(slot, v string) string {
 		if v != RedactedValue {
@@ -125,6 +133,6 @@ func fillCredentials(u string, args []string, slots map[string]string) (string, 
 		return v
 	}
 	u = mapURLCredentials(u, func(name, v string) string { return fill("url:"+name, v) })
-	args = mapArgCredentials(args, func(i, v string) string { return fill("arg:"+i, v) })
+	args = mapArgCredentials(args, marked, func(i, v string) string { return fill("arg:"+i, v) })
 	return u, args, missing
 }

@@ -34,6 +34,7 @@ const RedactedValue = "REDACTED"
 type jsonServer struct {
 	Command       string            `json:"command,omitempty"`
 	Args          []string          `json:"args,omitempty"`
+	SecretArgs    []int             `json:"secretArgs,omitempty"` // Atrium's: indexes of args that are secrets
 	Env           map[string]string `json:"env,omitempty"`
 	Cwd           string            `json:"cwd,omitempty"`
 	Type          string            `json:"type,omitempty"`
@@ -44,6 +45,15 @@ type jsonServer struct {
 	DenyTools     []string          `json:"denyTools,omitempty"`
 	CallTimeoutMS int64             `json:"callTimeoutMs,omitempty"`
 	Sandbox       *jsonSandbox      `json:"sandbox,omitempty"`
+	OAuth         *jsonOAuth        `json:"oauth,omitempty"`
+}
+
+// jsonOAuth is a remote server's hand-registered OAuth client and scopes. The tokens
+// an authorisation yields are never part of it.
+type jsonOAuth struct {
+	ClientID     string   `json:"clientId,omitempty"`
+	ClientSecret string   `json:"clientSecret,omitempty"`
+	Scopes       []string `json:"scopes,omitempty"`
 }
 
 // jsonSandbox is a stdio server's sandbox settings (ServerConfig.Sandbox and its paths).
@@ -85,7 +95,7 @@ func ExportServersJSON(cfgs []ServerConfig, withSecrets bool) ([]byte, error) {
 			u, args = RedactCredentials(c)
 		}
 		if c.Transport == TransportStdio {
-			s.Command, s.Args, s.Cwd = c.Command, args, c.Dir
+			s.Command, s.Args, s.Cwd, s.SecretArgs = c.Command, args, c.Dir, c.SecretArgs
 			if len(c.Env) > 0 {
 				s.Env = make(map[string]string, len(c.Env))
 				for k, v := range c.Env {
@@ -99,6 +109,9 @@ func ExportServersJSON(cfgs []ServerConfig, withSecrets bool) ([]byte, error) {
 				for k, v := range c.Headers {
 					s.Headers[k] = secret(v)
 				}
+			}
+			if c.OAuthClientID != "" || len(c.OAuthScopes) > 0 {
+				s.OAuth = &jsonOAuth{ClientID: c.OAuthClientID, ClientSecret: secret(c.OAuthClientSecret), Scopes: c.OAuthScopes}
 			}
 			if c.BearerToken != "" {
 				for k := range s.Headers {
@@ -272,10 +285,12 @@ func (p *parser) serversObject(top []member) ([]member, error) {
 type serverFields struct {
 	Command, Cwd, URL, Type, Transport string
 	Args, AllowTools, DenyTools        []string
+	SecretArgs                         []int
 	Env, Headers                       map[string]string
 	Disabled                           bool
 	CallTimeoutMS                      int64
 	Sandbox                            *jsonSandbox
+	OAuth                              *jsonOAuth
 }
 
 // server reads one server; on a problem it records it and returns false.
@@ -303,6 +318,8 @@ func (p *parser) server(m member) (ServerConfig, bool) {
 			dst, want = &f.Transport, "a string"
 		case "args":
 			dst, want = &f.Args, "an array of strings"
+		case "secretArgs":
+			dst, want = &f.SecretArgs, "an array of argument indexes (from 0)"
 		case "allowTools":
 			dst, want = &f.AllowTools, "an array of tool names"
 		case "denyTools":
@@ -315,6 +332,8 @@ func (p *parser) server(m member) (ServerConfig, bool) {
 			dst, want = &f.Disabled, "true or false"
 		case "callTimeoutMs":
 			dst, want = &f.CallTimeoutMS, "a whole number of milliseconds"
+		case "oauth":
+			dst, want = &f.OAuth, `an object like {"clientId": "…", "clientSecret": "…", "scopes": ["read"]}`
 		case "sandbox":
 			dst, want = &f.Sandbox, `an object like {"enabled": true, "readPaths": ["/srv/data"], "writePaths": [], "network": false}`
 		default:
@@ -378,7 +397,7 @@ func (p *parser) server(m member) (ServerConfig, bool) {
 			p.failServer(m, `type %q needs "url", not "command"`, kind)
 			return ServerConfig{}, false
 		}
-		c.Transport, c.Command, c.Args, c.Env, c.Dir = TransportStdio, f.Command, f.Args, f.Env, f.Cwd
+		c.Transport, c.Command, c.Args, c.Env, c.Dir, c.SecretArgs = TransportStdio, f.Command, f.Args, f.Env, f.Cwd, f.SecretArgs
 	default:
 		if declared == TransportStdio {
 			p.failServer(m, `type "stdio" needs "command", not "url"`)
@@ -408,6 +427,9 @@ func (p *parser) server(m member) (ServerConfig, bool) {
 		}
 		if len(f.Headers) > 0 {
 			c.Headers = f.Headers
+		}
+		if o := f.OAuth; o != nil {
+			c.OAuthClientID, c.OAuthClientSecret, c.OAuthScopes = o.ClientID, o.ClientSecret, o.Scopes
 		}
 	}
 	return c, ok

@@ -24,9 +24,10 @@ type server struct {
 	log     *slog.Logger
 	ctx     context.Context // ends when the server is stopped
 	cancel  context.CancelFunc
-	stderr  *stderrRing  // stdio only
-	secrets []string     // cfg.Secrets(), kept out of errors and stderr shown
-	calls   atomic.Int32 // tool calls sent and not yet answered
+	stderr  *stderrRing   // stdio only
+	secrets []string      // cfg.Secrets(), kept out of errors and stderr shown
+	calls   atomic.Int32  // tool calls sent and not yet answered
+	kick    chan struct{} // cap 1: Reconnect (new OAuth tokens)
 
 	mu         sync.Mutex
 	stopped    bool
@@ -34,7 +35,8 @@ type server struct {
 	since      time.Time // when state was entered
 	downSince  time.Time // when the server stopped being usable (start-up counts)
 	lastErr    string
-	conn       *conn // non-nil exactly while ready
+	auth       string // Status.Auth
+	conn       *conn  // non-nil exactly while ready
 	tools      []ToolInfo
 	registered map[string]registered // what this server holds in the registry, by name
 	resources  int
@@ -54,6 +56,7 @@ func newServer(sup *Supervisor, cfg ServerConfig) *server {
 		since:     now,
 		downSince: now,
 		secrets:   cfg.Secrets(),
+		kick:      make(chan struct{}, 1),
 	}
 	if cfg.Transport == TransportStdio {
 		s.stderr = newStderrRing(s.secrets)
@@ -70,6 +73,25 @@ func (s *server) run() {
 	everReady := false
 	for s.ctx.Err() == nil {
 		c, cat, err := s.connect()
+		if err != nil && isAuthRequired(err) {
+			// The server refused the token (or mcp-go found it expired and could not
+			// refresh it): refresh it once now and try again.
+			if rerr := s.refreshGrant(s.ctx, nil); rerr == nil {
+				c, cat, err = s.connect()
+			} else if !errors.Is(rerr, errNoRefresh) {
+				err = rerr
+			}
+		}
+		if err != nil && (isAuthRequired(err) || isRefreshFailure(err)) && s.ctx.Err() == nil {
+			s.setUnauthorized(err)
+			select {
+			case <-s.kick:
+				attempt, failures = 0, 0
+				continue
+			case <-s.ctx.Done():
+				return
+			}
+		}
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return
@@ -174,6 +196,9 @@ func (s *server) probe(c *conn) error {
 	} else {
 		err = c.client.Ping(ctx)
 	}
+	if isAuthRequired(err) {
+		return err // the token was refused: reconnect, which refreshes it
+	}
 	if err == nil || !isTransportError(err) && ctx.Err() == nil {
 		return nil
 	}
@@ -208,10 +233,31 @@ func (s *server) setReady(c *conn, cat catalog) bool {
 		s.log.Info("mcp: server ready", "tools", len(s.tools), "resources", s.resources, "prompts", len(s.prompts))
 		s.state, s.since = StateReady, s.sup.Now()
 	}
-	s.lastErr = ""
+	s.lastErr, s.auth = "", ""
 	s.mu.Unlock()
 	s.publish()
 	return true
+}
+
+// setUnauthorized hides the server's tools and says that an admin must (re)authorise it.
+func (s *server) setUnauthorized(err error) {
+	auth, msg := AuthConnect, "The server requires authorisation: Connect to sign in with its provider."
+	g, ok, gerr := s.sup.OAuth.grantFor(s.ctx, s.cfg)
+	switch {
+	case gerr != nil:
+		msg = "The OAuth grant cannot be read (was the master key changed?): Connect again."
+	case ok && g.Token != nil:
+		auth, msg = AuthReauthorize, "The authorisation expired and could not be renewed: re-authorise."
+		if g.Failed != "" {
+			msg += " (" + s.redact(g.Failed) + ")"
+		}
+	case s.sup.OAuth == nil:
+		msg = "The server requires authorisation (" + s.redact(err.Error()) + ")."
+	}
+	s.mu.Lock()
+	s.auth = auth
+	s.mu.Unlock()
+	s.setDown(StateUnauthorized, errors.New(msg))
 }
 
 // setDown hides the server's tools and records why it is not usable.
@@ -234,6 +280,9 @@ func (s *server) setDown(state State, err error) {
 	s.resources, s.prompts = 0, nil
 	if s.state != state {
 		s.state, s.since = state, now
+	}
+	if state != StateUnauthorized {
+		s.auth = ""
 	}
 	changed := s.lastErr != msg
 	s.lastErr = msg
@@ -315,6 +364,7 @@ func (s *server) status() Status {
 		Tools:     slices.Clone(s.tools),
 		Resources: s.resources,
 		Prompts:   len(s.prompts),
+		Auth:      s.auth,
 	}
 	s.mu.Unlock()
 	if s.stderr != nil {

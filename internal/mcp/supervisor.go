@@ -26,6 +26,15 @@ const (
 	StateDegraded   State = "degraded"   // was ready, lost; reconnecting
 	StateFailed     State = "failed"     // several attempts in a row failed; still retrying, slowly
 	StateDisabled   State = "disabled"   // configured but not enabled
+	// StateUnauthorized: a remote server answered 401; it waits for an admin to Connect
+	// (Status.Auth says whether it never was, or its grant could not be refreshed).
+	StateUnauthorized State = "unauthorized"
+)
+
+// Why a server is unauthorized (Status.Auth).
+const (
+	AuthConnect     = "connect"     // never authorised: Connect
+	AuthReauthorize = "reauthorize" // its tokens expired or were refused and refreshing failed
 )
 
 // ToolInfo is one tool a server exposes; Name is without the "<server>__" prefix.
@@ -41,6 +50,7 @@ type Status struct {
 	Resources int
 	Prompts   int
 	Stderr    []string // last lines of a stdio child's stderr (bounded)
+	Auth      string   // with StateUnauthorized: AuthConnect or AuthReauthorize
 }
 
 // Resource is one resource a server offers.
@@ -95,6 +105,8 @@ type Supervisor struct {
 	// besides its configured paths where it may write (npx keeps its cache there);
 	// default the user's cache directory + "/atrium/mcp-sandbox".
 	SandboxDir string
+	// OAuth keeps the remote servers' OAuth grants; nil: no OAuth (a 401 only fails).
+	OAuth *OAuthStore
 
 	reg      *tools.Registry
 	log      *slog.Logger
@@ -288,6 +300,20 @@ func (s *Supervisor) backoff(n int) time.Duration {
 	return d/2 + rand.N(d/2)
 }
 
+// Reconnect makes server name connect again now if it waits for authorisation (after
+// a Connect stored its tokens). Unknown or disabled names are ignored.
+func (s *Supervisor) Reconnect(name string) {
+	s.mu.Lock()
+	srv := s.servers[name]
+	s.mu.Unlock()
+	if srv != nil {
+		select {
+		case srv.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // lookup returns the running server called name, or errs.NotFound.
 func (s *Supervisor) lookup(name string) (*server, error) {
 	s.mu.Lock()
@@ -309,6 +335,12 @@ func cloneConfig(c ServerConfig) ServerConfig {
 	c.Args = cloneSlice(c.Args)
 	c.Env = cloneMap(c.Env)
 	c.Headers = cloneMap(c.Headers)
+	c.OAuthScopes = cloneSlice(c.OAuthScopes)
+	if len(c.SecretArgs) == 0 {
+		c.SecretArgs = nil
+	} else {
+		c.SecretArgs = slices.Clone(c.SecretArgs)
+	}
 	c.AllowTools = cloneSlice(c.AllowTools)
 	c.DenyTools = cloneSlice(c.DenyTools)
 	c.ReadPaths = cloneSlice(c.ReadPaths)
