@@ -36,17 +36,20 @@ type ConfigStore struct {
 
 // configJSON is the non-secret part of a server, stored in MCPServer.Config.
 type configJSON struct {
-	Command       string   `json:"command,omitempty"`
-	Args          []string `json:"args,omitempty"`
-	Dir           string   `json:"dir,omitempty"`
-	URL           string   `json:"url,omitempty"`
-	AllowTools    []string `json:"allow_tools,omitempty"`
-	DenyTools     []string `json:"deny_tools,omitempty"`
-	CallTimeoutMS int64    `json:"call_timeout_ms,omitempty"`
-	Sandbox       bool     `json:"sandbox,omitempty"` // absent in servers saved before the sandbox: off
-	ReadPaths     []string `json:"read_paths,omitempty"`
-	WritePaths    []string `json:"write_paths,omitempty"`
-	Network       bool     `json:"network,omitempty"`
+	Command        string   `json:"command,omitempty"`
+	Args           []string `json:"args,omitempty"`
+	Dir            string   `json:"dir,omitempty"`
+	URL            string   `json:"url,omitempty"`
+	AllowTools     []string `json:"allow_tools,omitempty"`
+	DenyTools      []string `json:"deny_tools,omitempty"`
+	CallTimeoutMS  int64    `json:"call_timeout_ms,omitempty"`
+	Sandbox        bool     `json:"sandbox,omitempty"` // absent in servers saved before the sandbox: off
+	ReadPaths      []string `json:"read_paths,omitempty"`
+	WritePaths     []string `json:"write_paths,omitempty"`
+	Network        bool     `json:"network,omitempty"`
+	Roots          []string `json:"roots,omitempty"`
+	SamplingAlways bool     `json:"sampling_always,omitempty"`
+	ProgressMaxMS  int64    `json:"progress_max_ms,omitempty"`
 }
 
 // secretsJSON is sealed into MCPServer.SecretsSealed.
@@ -69,7 +72,8 @@ func Row(cfg ServerConfig) store.MCPServer {
 	u, args, _ := splitCredentials(cfg)
 	c := configJSON{Command: cfg.Command, Args: args, Dir: cfg.Dir, URL: u,
 		AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeoutMS: cfg.CallTimeout.Milliseconds(),
-		Sandbox: cfg.Sandbox, ReadPaths: cfg.ReadPaths, WritePaths: cfg.WritePaths, Network: cfg.Network}
+		Sandbox: cfg.Sandbox, ReadPaths: cfg.ReadPaths, WritePaths: cfg.WritePaths, Network: cfg.Network,
+		Roots: cfg.Roots, SamplingAlways: cfg.SamplingAlways, ProgressMaxMS: cfg.ProgressMax.Milliseconds()}
 	b, _ := json.Marshal(c) // cannot fail: strings and numbers
 	return store.MCPServer{ID: cfg.ID, Name: cfg.Name, Transport: string(cfg.Transport), Config: b, Enabled: cfg.Enabled}
 }
@@ -128,6 +132,8 @@ func (cs *ConfigStore) Config(ctx context.Context, row store.MCPServer) (ServerC
 	cfg.AllowTools, cfg.DenyTools = c.AllowTools, c.DenyTools
 	cfg.CallTimeout = time.Duration(c.CallTimeoutMS) * time.Millisecond
 	cfg.Sandbox, cfg.ReadPaths, cfg.WritePaths, cfg.Network = c.Sandbox, c.ReadPaths, c.WritePaths, c.Network
+	cfg.Roots, cfg.SamplingAlways = c.Roots, c.SamplingAlways
+	cfg.ProgressMax = time.Duration(c.ProgressMaxMS) * time.Millisecond
 	if len(row.SecretsSealed) == 0 {
 		return cfg, nil
 	}

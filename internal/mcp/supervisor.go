@@ -95,6 +95,9 @@ type Supervisor struct {
 	// besides its configured paths where it may write (npx keeps its cache there);
 	// default the user's cache directory + "/atrium/mcp-sandbox".
 	SandboxDir string
+	// Asker puts servers' elicitation and sampling requests to the people in the chats
+	// they concern; nil declares neither capability. Set before Apply.
+	Asker Asker
 
 	reg      *tools.Registry
 	log      *slog.Logger
@@ -191,9 +194,14 @@ func (s *Supervisor) Apply(ctx context.Context, cfgs []ServerConfig) {
 
 	var stopped, started []*server
 	for name, srv := range s.servers {
-		if c, ok := want[name]; !ok || !reflect.DeepEqual(c, srv.cfg) {
+		c, ok := want[name]
+		switch {
+		case !ok || !reflect.DeepEqual(withoutLive(c), withoutLive(srv.applied)):
 			stopped = append(stopped, srv)
 			delete(s.servers, name)
+		case !reflect.DeepEqual(c, srv.applied):
+			srv.applied = c
+			srv.updateLive(c) // roots or sampling consent: no restart
 		}
 	}
 	for name, c := range want {
@@ -313,6 +321,13 @@ func cloneConfig(c ServerConfig) ServerConfig {
 	c.DenyTools = cloneSlice(c.DenyTools)
 	c.ReadPaths = cloneSlice(c.ReadPaths)
 	c.WritePaths = cloneSlice(c.WritePaths)
+	c.Roots = cloneSlice(c.Roots)
+	return c
+}
+
+// withoutLive is c without the settings a running server takes without a restart.
+func withoutLive(c ServerConfig) ServerConfig {
+	c.Roots, c.SamplingAlways = nil, false
 	return c
 }
 

@@ -1,0 +1,212 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"atrium/internal/llm"
+	"atrium/internal/mcp"
+	"atrium/internal/testkit"
+	"atrium/internal/tools"
+)
+
+// askerFunc answers servers' questions in the tests, keeping each question.
+type askerFunc struct {
+	mu     sync.Mutex
+	asked  []mcp.Question
+	answer func(mcp.Question) mcp.Answer
+}
+
+func (a *askerFunc) Ask(ctx context.Context, q mcp.Question) (mcp.Answer, error) {
+	a.mu.Lock()
+	a.asked = append(a.asked, q)
+	a.mu.Unlock()
+	return a.answer(q), nil
+}
+
+func (a *askerFunc) questions() []mcp.Question {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]mcp.Question(nil), a.asked...)
+}
+
+// callWith dispatches a tool with hooks, as the agent does.
+func (h *harness) callWith(tb testing.TB, hooks tools.Hooks, name string, args any) tools.Result {
+	tb.Helper()
+	b, err := json.Marshal(args)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx := tools.WithHooks(context.Background(), hooks)
+	return h.reg.Dispatch(ctx, "session-1", 7, llm.ToolCall{ID: "c1", Name: name, Arguments: string(b)})
+}
+
+// everythingBoth runs f against server-everything over stdio and over streamable HTTP.
+func everythingBoth(t *testing.T, tweak func(*mcp.ServerConfig), f func(t *testing.T, h *harness, asker *askerFunc)) {
+	node := needNode(t)
+	for _, tr := range []string{"stdio", "http"} {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			asker := &askerFunc{answer: func(mcp.Question) mcp.Answer { return mcp.Answer{Action: mcp.ActionDecline} }}
+			h.sup.Asker = asker
+			cfg := everythingStdio(node, "everything")
+			if tr == "http" {
+				cfg = mcp.ServerConfig{Name: "everything", Transport: mcp.TransportHTTP, URL: startEverythingHTTP(t, node), Enabled: true}
+			}
+			if tweak != nil {
+				tweak(&cfg)
+			}
+			h.sup.Apply(context.Background(), []mcp.ServerConfig{cfg})
+			h.waitState(t, "everything", 30*time.Second, mcp.StateReady)
+			f(t, h, asker)
+		})
+	}
+}
+
+func TestElicitationFormReachesServer(t *testing.T) {
+	everythingBoth(t, nil, func(t *testing.T, h *harness, asker *askerFunc) {
+		asker.answer = func(q mcp.Question) mcp.Answer {
+			content, problems := q.Form.Answer(map[string][]string{"name": {"Ada Lovelace"}, "check": {"on"}, "integer": {"7"}})
+			if problems != nil {
+				t.Errorf("problems with a valid answer: %v", problems)
+			}
+			return mcp.Answer{Action: mcp.ActionAccept, Content: content}
+		}
+		res := h.callWith(t, tools.Hooks{CallKey: "k1"}, "everything__trigger-elicitation-request", map[string]any{})
+		if res.IsError || !strings.Contains(res.Content, "Name: Ada Lovelace") || !strings.Contains(res.Content, "Favorite Integer: 7") {
+			t.Fatalf("result %q, want the answer", res.Content)
+		}
+		qs := asker.questions()
+		if len(qs) != 1 || qs[0].Kind != mcp.AskForm || qs[0].SessionID != "session-1" || qs[0].OwnerID != 7 || qs[0].CallKey != "k1" || qs[0].Server != "everything" {
+			t.Fatalf("questions %+v", qs)
+		}
+		// Defaults are filled; the required field comes first.
+		f := qs[0].Form
+		if f.Fields[0].Name != "name" || !f.Fields[0].Required {
+			t.Errorf("first field %+v", f.Fields[0])
+		}
+		for _, fld := range f.Fields {
+			if fld.Name == "firstLine" && (len(fld.Default) != 1 || fld.Default[0] != "It was a dark and stormy night.") {
+				t.Errorf("firstLine default %q", fld.Default)
+			}
+		}
+
+		asker.answer = func(mcp.Question) mcp.Answer { return mcp.Answer{Action: mcp.ActionDecline} }
+		res = h.callWith(t, tools.Hooks{}, "everything__trigger-elicitation-request", map[string]any{})
+		if !strings.Contains(res.Content, "declined") {
+			t.Fatalf("declined: result %q", res.Content)
+		}
+	})
+}
+
+func TestSamplingWithConsent(t *testing.T) {
+	everythingBoth(t, nil, func(t *testing.T, h *harness, asker *askerFunc) {
+		var got []llm.Request
+		var mu sync.Mutex
+		hooks := tools.Hooks{Sample: func(ctx context.Context, req llm.Request) (llm.Response, error) {
+			mu.Lock()
+			got = append(got, req)
+			mu.Unlock()
+			return llm.Response{Content: "sampled: the sky is blue", FinishReason: "stop"}, nil
+		}}
+		asker.answer = func(mcp.Question) mcp.Answer { return mcp.Answer{Action: mcp.ActionAccept} }
+		res := h.callWith(t, hooks, "everything__trigger-sampling-request", map[string]any{"prompt": "why blue?", "maxTokens": 50})
+		if res.IsError || !strings.Contains(res.Content, "sampled: the sky is blue") {
+			t.Fatalf("approved: result %q", res.Content)
+		}
+		mu.Lock()
+		if len(got) != 1 || got[0].MaxTokens != 50 || len(got[0].Messages) != 2 || got[0].Messages[0].Role != llm.RoleSystem ||
+			!strings.Contains(got[0].Messages[1].Content, "why blue?") {
+			t.Fatalf("the model got %+v", got)
+		}
+		mu.Unlock()
+		qs := asker.questions()
+		if len(qs) != 1 || qs[0].Kind != mcp.AskSampling || qs[0].Sampling.MaxTokens != 50 {
+			t.Fatalf("questions %+v", qs)
+		}
+
+		asker.answer = func(mcp.Question) mcp.Answer { return mcp.Answer{Action: mcp.ActionDecline} }
+		res = h.callWith(t, hooks, "everything__trigger-sampling-request", map[string]any{"prompt": "again", "maxTokens": 50})
+		if !res.IsError || !strings.Contains(res.Content, "User rejected sampling request") {
+			t.Fatalf("declined: result %q", res.Content)
+		}
+		mu.Lock()
+		if len(got) != 1 {
+			t.Fatalf("the model ran after a refusal: %d calls", len(got))
+		}
+		mu.Unlock()
+
+		// Too many tokens is refused before anyone is asked.
+		res = h.callWith(t, hooks, "everything__trigger-sampling-request", map[string]any{"prompt": "big", "maxTokens": mcp.MaxSamplingTokens + 1})
+		if !res.IsError || !strings.Contains(res.Content, "maxTokens must be between") || len(asker.questions()) != 2 {
+			t.Fatalf("over the bound: result %q, %d questions", res.Content, len(asker.questions()))
+		}
+	})
+}
+
+func TestSamplingAlwaysSkipsTheQuestion(t *testing.T) {
+	everythingBoth(t, func(c *mcp.ServerConfig) { c.SamplingAlways = true }, func(t *testing.T, h *harness, asker *askerFunc) {
+		hooks := tools.Hooks{Sample: func(ctx context.Context, req llm.Request) (llm.Response, error) {
+			return llm.Response{Content: "auto"}, nil
+		}}
+		res := h.callWith(t, hooks, "everything__trigger-sampling-request", map[string]any{"prompt": "x", "maxTokens": 5})
+		if res.IsError || !strings.Contains(res.Content, "auto") || len(asker.questions()) != 0 {
+			t.Fatalf("result %q, questions %d", res.Content, len(asker.questions()))
+		}
+	})
+}
+
+func TestRootsListAndChange(t *testing.T) {
+	node := needNode(t)
+	h := newHarness(t)
+	cfg := everythingStdio(node, "everything")
+	cfg.Roots = []string{"file:///srv/one"}
+	h.sup.Apply(context.Background(), []mcp.ServerConfig{cfg})
+	h.waitState(t, "everything", 30*time.Second, mcp.StateReady)
+	res := h.call(t, "everything__get-roots-list", map[string]any{})
+	if !strings.Contains(res.Content, "URI: file:///srv/one") || !strings.Contains(res.Content, "(1 total)") {
+		t.Fatalf("roots: %q", res.Content)
+	}
+	pid := h.sup.ChildPID("everything")
+
+	cfg.Roots = []string{"file:///srv/one", "file:///srv/two"}
+	h.sup.Apply(context.Background(), []mcp.ServerConfig{cfg})
+	testkit.Eventually(t, 10*time.Second, "the server to ask for the new roots", func() bool {
+		res = h.call(t, "everything__get-roots-list", map[string]any{})
+		return strings.Contains(res.Content, "URI: file:///srv/two")
+	})
+	if got := h.sup.ChildPID("everything"); got != pid {
+		t.Fatalf("a roots change restarted the server (pid %d → %d)", pid, got)
+	}
+}
+
+func TestProgressShownAndExtendsTimeout(t *testing.T) {
+	everythingBoth(t, func(c *mcp.ServerConfig) {
+		c.CallTimeout = tools.MinTimeout
+		c.ProgressMax = time.Minute
+	}, func(t *testing.T, h *harness, _ *askerFunc) {
+		var mu sync.Mutex
+		var seen []tools.Progress
+		hooks := tools.Hooks{Progress: func(p tools.Progress) {
+			mu.Lock()
+			seen = append(seen, p)
+			mu.Unlock()
+		}}
+		// 13 s in 13 steps: past the 10 s timeout, alive all along.
+		start := time.Now()
+		res := h.callWith(t, hooks, "everything__trigger-long-running-operation", map[string]any{"duration": 13, "steps": 13})
+		if res.IsError || !strings.Contains(res.Content, "Long running operation completed") {
+			t.Fatalf("after %s: result %q", time.Since(start), res.Content)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) != 13 || seen[0].Progress != 1 || seen[0].Total != 13 || seen[12].Progress != 13 {
+			t.Fatalf("progress %+v", seen)
+		}
+	})
+}
