@@ -3,6 +3,9 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -210,3 +213,44 @@ func TestProgressShownAndExtendsTimeout(t *testing.T) {
 		}
 	})
 }
+
+// A server that logs what it receives sees initialize first (no server/discover
+// before it), and an unknown request of its own answered -32601 and logged below ERROR.
+func TestHandshakeFirstAndUnknownMethods(t *testing.T) {
+	node := needNode(t)
+	var logs strings.Builder
+	var logMu sync.Mutex
+	h := newHarnessLog(t, slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logs.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug})))
+	h.sup.Apply(context.Background(), []mcp.ServerConfig{{Name: "logged", Transport: mcp.TransportStdio, Command: node,
+		Args: []string{filepath.Join(testdataDir, "logmethods.js")}, Enabled: true}})
+	h.waitState(t, "logged", 20*time.Second, mcp.StateReady)
+	testkit.Eventually(t, 10*time.Second, "the server's requests to be answered", func() bool {
+		st := h.status("logged").Stderr
+		return slices.Contains(st, "reply s1 -32601") && slices.Contains(st, "reply s2 ok")
+	})
+	st := h.status("logged").Stderr
+	if len(st) == 0 || st[0] != "recv initialize" {
+		t.Fatalf("the first thing the server received: %q", st)
+	}
+	for _, l := range st {
+		if strings.Contains(l, "discover") {
+			t.Fatalf("server/discover was sent: %q", st)
+		}
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Fatalf("an ERROR was logged:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "method not offered") {
+		t.Fatalf("the refusal was not logged:\n%s", logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
