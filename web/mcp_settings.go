@@ -205,7 +205,8 @@ func (s *Server) mcpView(ctx context.Context, form views.MCPForm, notice string)
 		it := views.MCPServerItem{ID: row.ID, Status: statusView(st, row.Transport), Enabled: row.Enabled,
 			Command: cfg.Command, Args: shownArgs, Dir: cfg.Dir, URL: shownURL,
 			AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeout: int(cfg.CallTimeout / time.Second),
-			TokenHint: crypto.Hint(cfg.BearerToken)}
+			TokenHint: crypto.Hint(cfg.BearerToken), Roots: cfg.Roots, SamplingAlways: cfg.SamplingAlways,
+			ProgressMax: int(cfg.ProgressMax / time.Second)}
 		if row.Transport == store.MCPStdio {
 			it.Sandbox, it.SandboxOn, it.NetworkOn = sandboxLine(cfg), cfg.Sandbox, cfg.Network
 			it.ReadPaths, it.WritePaths = cfg.ReadPaths, cfg.WritePaths
@@ -328,24 +329,28 @@ func parsePairs(text, sep, what string, keep map[string]string) (map[string]stri
 // adding): empty secret fields keep its values.
 func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerConfig, error) {
 	f := views.MCPForm{
-		Name:       strings.TrimSpace(c.FormValue("name")),
-		Transport:  c.FormValue("transport"),
-		Command:    strings.TrimSpace(c.FormValue("command")),
-		Args:       c.FormValue("args"),
-		Env:        c.FormValue("env"),
-		Dir:        strings.TrimSpace(c.FormValue("dir")),
-		URL:        strings.TrimSpace(c.FormValue("url")),
-		Headers:    c.FormValue("headers"),
-		AllowTools: c.FormValue("allow_tools"),
-		DenyTools:  c.FormValue("deny_tools"),
-		Timeout:    strings.TrimSpace(c.FormValue("timeout")),
-		ReadPaths:  c.FormValue("read_paths"),
-		WritePaths: c.FormValue("write_paths"),
-		Sandbox:    c.FormValue("sandbox") == "on",
-		Network:    c.FormValue("network") == "on",
+		Name:           strings.TrimSpace(c.FormValue("name")),
+		Transport:      c.FormValue("transport"),
+		Command:        strings.TrimSpace(c.FormValue("command")),
+		Args:           c.FormValue("args"),
+		Env:            c.FormValue("env"),
+		Dir:            strings.TrimSpace(c.FormValue("dir")),
+		URL:            strings.TrimSpace(c.FormValue("url")),
+		Headers:        c.FormValue("headers"),
+		AllowTools:     c.FormValue("allow_tools"),
+		DenyTools:      c.FormValue("deny_tools"),
+		Timeout:        strings.TrimSpace(c.FormValue("timeout")),
+		ReadPaths:      c.FormValue("read_paths"),
+		WritePaths:     c.FormValue("write_paths"),
+		Sandbox:        c.FormValue("sandbox") == "on",
+		Network:        c.FormValue("network") == "on",
+		Roots:          c.FormValue("roots"),
+		SamplingAlways: c.FormValue("sampling_always") == "on",
+		ProgressMax:    strings.TrimSpace(c.FormValue("progress_max")),
 	}
 	cfg := mcp.ServerConfig{Name: f.Name, Transport: mcp.Transport(f.Transport), Enabled: true,
-		AllowTools: toolList(f.AllowTools), DenyTools: toolList(f.DenyTools)}
+		AllowTools: toolList(f.AllowTools), DenyTools: toolList(f.DenyTools),
+		Roots: lines(f.Roots), SamplingAlways: f.SamplingAlways}
 	var keepEnv, keepHeaders map[string]string
 	if old != nil {
 		cfg.ID, cfg.Enabled = old.ID, old.Enabled
@@ -390,6 +395,13 @@ func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerC
 			return f, cfg, errs.E(errs.Invalid, "The call timeout is a number of seconds.")
 		}
 		cfg.CallTimeout = time.Duration(n) * time.Second
+	}
+	if f.ProgressMax != "" {
+		n, err := strconv.Atoi(f.ProgressMax)
+		if err != nil || n <= 0 {
+			return f, cfg, errs.E(errs.Invalid, "The longest run with progress is a number of seconds.")
+		}
+		cfg.ProgressMax = time.Duration(n) * time.Second
 	}
 	return f, cfg, cfg.Validate()
 }

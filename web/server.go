@@ -54,6 +54,7 @@ type Server struct {
 	echo       *echo.Echo
 	secureBase bool // the public base URL is https
 	mcp        mcpState
+	consents   *consents // MCP servers' questions open in chats
 
 	sockets      sockets       // open websockets by login, so ending a login closes them
 	loginRecheck time.Duration // how often an open socket re-checks its login
@@ -76,6 +77,7 @@ func New(d Deps) *Server {
 
 		loginRecheck: loginRecheck,
 	}
+	s.consents = newConsents(s)
 	s.echo = s.routes()
 	return s
 }

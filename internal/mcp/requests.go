@@ -377,7 +377,7 @@ func (h handlers) CreateMessage(ctx context.Context, req mcp.CreateMessageReques
 		msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: ask.SystemPrompt})
 	}
 	msgs = append(msgs, ask.Messages...)
-	resp, err := in.call.Hooks.Sample(mctx, llm.Request{Messages: msgs, MaxTokens: ask.MaxTokens})
+	resp, err := in.call.Hooks.Sample(mctx, h.s.cfg.Name, llm.Request{Messages: msgs, MaxTokens: ask.MaxTokens})
 	if err != nil {
 		return nil, refuse(mcp.INTERNAL_ERROR, "The model call failed")
 	}

@@ -111,7 +111,7 @@ func TestSamplingWithConsent(t *testing.T) {
 	everythingBoth(t, nil, func(t *testing.T, h *harness, asker *askerFunc) {
 		var got []llm.Request
 		var mu sync.Mutex
-		hooks := tools.Hooks{Sample: func(ctx context.Context, req llm.Request) (llm.Response, error) {
+		hooks := tools.Hooks{Sample: func(ctx context.Context, _ string, req llm.Request) (llm.Response, error) {
 			mu.Lock()
 			got = append(got, req)
 			mu.Unlock()
@@ -154,7 +154,7 @@ func TestSamplingWithConsent(t *testing.T) {
 
 func TestSamplingAlwaysSkipsTheQuestion(t *testing.T) {
 	everythingBoth(t, func(c *mcp.ServerConfig) { c.SamplingAlways = true }, func(t *testing.T, h *harness, asker *askerFunc) {
-		hooks := tools.Hooks{Sample: func(ctx context.Context, req llm.Request) (llm.Response, error) {
+		hooks := tools.Hooks{Sample: func(ctx context.Context, _ string, req llm.Request) (llm.Response, error) {
 			return llm.Response{Content: "auto"}, nil
 		}}
 		res := h.callWith(t, hooks, "everything__trigger-sampling-request", map[string]any{"prompt": "x", "maxTokens": 5})

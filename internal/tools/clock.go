@@ -18,7 +18,8 @@ type Hooks struct {
 	Progress func(Progress)
 	// Sample runs the chat's model for a request made on the call's behalf (an MCP
 	// server's sampling request) and records it in the run.
-	Sample func(ctx context.Context, req llm.Request) (llm.Response, error)
+	// server names who asks, for the record.
+	Sample func(ctx context.Context, server string, req llm.Request) (llm.Response, error)
 }
 
 // Progress is one progress report of a running call. Total is 0 when unknown.

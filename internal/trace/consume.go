@@ -27,8 +27,9 @@ type Consumer struct {
 }
 
 type liveRun struct {
-	run   *Run  // nil when the run could not be started (nothing is recorded)
-	model *Span // the model request in flight
+	mu    sync.Mutex // a tool's hooks publish from another goroutine while the run's waits (agent/toolhooks.go)
+	run   *Run       // nil when the run could not be started (nothing is recorded)
+	model *Span      // the model request in flight
 }
 
 // NewConsumer returns a consumer that records through rec and logs failures to log.
@@ -42,7 +43,8 @@ func NewConsumer(rec *Recorder, log *slog.Logger) *Consumer {
 // Publish implements agent.Sink. Writes happen on the caller's goroutine, in event
 // order, each bounded by WriteTimeout.
 func (c *Consumer) Publish(ev agent.Event) {
-	if ev.RunID == "" || ev.Seq == 0 || ev.Kind == agent.EventText || ev.Kind == agent.EventReasoning {
+	if ev.RunID == "" || ev.Seq == 0 || ev.Kind == agent.EventText || ev.Kind == agent.EventReasoning ||
+		ev.Kind == agent.EventToolProgress {
 		return
 	}
 	lr := c.live(ev)
@@ -52,7 +54,10 @@ func (c *Consumer) Publish(ev agent.Event) {
 		}
 		return
 	}
-	if err := c.record(lr, ev); err != nil {
+	lr.mu.Lock()
+	err := c.record(lr, ev)
+	lr.mu.Unlock()
+	if err != nil {
 		c.log.Warn("trace: record", "run", ev.RunID, "event", ev.Kind.String(), "err", err)
 	}
 	if ev.Kind == agent.EventRunEnded {
