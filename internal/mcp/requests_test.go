@@ -254,3 +254,37 @@ func TestHandshakeFirstAndUnknownMethods(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A person answering past the call's timeout does not lose the call: its clock is held
+// while the question is open.
+func TestElicitationHoldsTheCallTimeout(t *testing.T) {
+	node := needNode(t)
+	h := newHarness(t)
+	asker := &askerFunc{answer: func(q mcp.Question) mcp.Answer {
+		time.Sleep(tools.MinTimeout + time.Second) // the person takes longer than the call may
+		content, _ := q.Form.Answer(map[string][]string{"name": {"Slow Poke"}})
+		return mcp.Answer{Action: mcp.ActionAccept, Content: content}
+	}}
+	h.sup.Asker = asker
+	cfg := everythingStdio(node, "everything")
+	cfg.CallTimeout = tools.MinTimeout
+	h.sup.Apply(context.Background(), []mcp.ServerConfig{cfg})
+	h.waitState(t, "everything", 30*time.Second, mcp.StateReady)
+	res := h.callWith(t, tools.Hooks{}, "everything__trigger-elicitation-request", map[string]any{})
+	if res.IsError || !strings.Contains(res.Content, "Name: Slow Poke") {
+		t.Fatalf("result %q", res.Content)
+	}
+}
+
+func TestRootsValidated(t *testing.T) {
+	for _, r := range []string{"/srv", "http://x/y", "file://host/srv", "file:///srv/../etc", "file:///srv?x=1", "file:srv", "file:///a\nb"} {
+		c := mcp.ServerConfig{Name: "x", Transport: mcp.TransportStdio, Command: "x", Roots: []string{r}}
+		if err := c.Validate(); err == nil {
+			t.Errorf("root %q accepted", r)
+		}
+	}
+	c := mcp.ServerConfig{Name: "x", Transport: mcp.TransportStdio, Command: "x", Roots: []string{"file:///srv/one", "file:///", "file://localhost/home/me/"}}
+	if err := c.Validate(); err != nil {
+		t.Errorf("good roots refused: %v", err)
+	}
+}
