@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"atrium/internal/llm"
+	"atrium/internal/llm/llmtest"
 	"atrium/internal/mcp"
+	"atrium/internal/store"
 	"atrium/internal/testkit"
 	"atrium/internal/tools"
+	"atrium/internal/trace"
 )
 
 // askerFunc answers servers' questions in the tests, keeping each question.
@@ -286,5 +289,56 @@ func TestRootsValidated(t *testing.T) {
 	c := mcp.ServerConfig{Name: "x", Transport: mcp.TransportStdio, Command: "x", Roots: []string{"file:///srv/one", "file:///", "file://localhost/home/me/"}}
 	if err := c.Validate(); err != nil {
 		t.Errorf("good roots refused: %v", err)
+	}
+}
+
+// A sampling request approved during a turn runs on the chat's model and is recorded in
+// the run as a model request span (sealed like the others), with who asked.
+func TestAgentSamplingRecorded(t *testing.T) {
+	node := needNode(t)
+	c := newChat(t)
+	c.sup.Asker = &askerFunc{answer: func(mcp.Question) mcp.Answer { return mcp.Answer{Action: mcp.ActionAccept} }}
+	c.sup.Apply(context.Background(), []mcp.ServerConfig{everythingStdio(node, "everything")})
+	c.waitState(t, "everything", 30*time.Second, mcp.StateReady)
+	c.llm.Enqueue(
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "call_s", Name: "everything__trigger-sampling-request",
+			Arguments: `{"prompt":"why is the sky blue?","maxTokens":40}`}}},
+		llmtest.Reply{Text: llmtest.Words("Rayleigh scattering.")}, // the sampling request
+		llmtest.Reply{Text: llmtest.Words("Done.")},
+	)
+	final := c.send(t, "sample please")
+	if final.Status != store.StatusComplete {
+		t.Fatalf("final %+v", final)
+	}
+	tool := c.turnMessages(t, "sample please")[1]
+	if !strings.Contains(tool.Content, "Rayleigh scattering.") {
+		t.Fatalf("tool result %q", tool.Content)
+	}
+	ctx := context.Background()
+	runs, err := c.recorder.Runs(ctx, c.session.OwnerID, c.session.ID, 1)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %v %v", runs, err)
+	}
+	_, spans, err := c.recorder.Run(ctx, c.session.OwnerID, runs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sampling *store.SpanInfo
+	for i, s := range spans {
+		if s.Kind == trace.KindModelRequest && strings.Contains(string(s.Data), `"purpose":"mcp_sampling:everything"`) {
+			sampling = &spans[i]
+		}
+	}
+	if sampling == nil || !strings.Contains(string(sampling.Data), "why is the sky blue?") || !strings.Contains(string(sampling.Data), "Rayleigh scattering.") {
+		t.Fatalf("no sampling span with the request and the answer among %d spans", len(spans))
+	}
+	raw, err := c.db.RunSpans(ctx, runs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range raw {
+		if strings.Contains(string(s.Data), "why is the sky blue?") {
+			t.Fatalf("span %d (%s) holds the sampling prompt in the clear", s.Seq, s.Kind)
+		}
 	}
 }
