@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"atrium/internal/mcp"
+	"atrium/internal/testkit"
 )
 
 // askForm puts a form question from server "files" to the chat id and returns a
@@ -132,5 +134,81 @@ func TestConsentFollowsWatchers(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("a question was not declined after its chat's tabs closed")
+	}
+}
+
+// The server form keeps roots, the longest run with progress and sampling consent;
+// "Always" on a sampling request (admins only) ticks that consent, and the form
+// unticks it again.
+func TestSamplingConsentSettings(t *testing.T) {
+	env, admin := mcpTestEnv(t)
+	admin.addProvider("Fake", env.llm.URL(), "fake-model", "")
+	remote := closedURL(t)
+	form := url.Values{"name": {"remote"}, "transport": {"http"}, "url": {remote}, "timeout": {"15"},
+		"progress_max": {"90"}, "roots": {"file:///srv/a\nfile:///srv/b"}}
+	wantStatus(t, admin.post("/settings/mcp", form), http.StatusSeeOther)
+	row := env.mcpRow("remote")
+	cfg, err := env.srv.ServerConfig(context.Background(), row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ProgressMax != 90*time.Second || len(cfg.Roots) != 2 || cfg.Roots[1] != "file:///srv/b" || cfg.SamplingAlways {
+		t.Fatalf("saved %+v", cfg)
+	}
+	page := admin.get("/settings/mcp").body
+	if !strings.Contains(page, "file:///srv/b") || !strings.Contains(page, "up to 90 s") || !strings.Contains(page, "asks in the chat each time") {
+		t.Fatalf("the card does not show the settings")
+	}
+	bad := url.Values{"name": {"bad"}, "transport": {"http"}, "url": {remote}, "roots": {"/srv/a"}}
+	if r := admin.post("/settings/mcp", bad); !strings.Contains(r.body, "is not a file:// URI") {
+		t.Fatalf("a bad root: %d %s", r.StatusCode, r.body)
+	}
+
+	ask := func(owner int64, id string) (string, <-chan mcp.Answer) {
+		t.Helper()
+		out := make(chan mcp.Answer, 1)
+		env.srv.SetConsentTimes(time.Minute, time.Minute)
+		go func() {
+			ans, _ := env.srv.Asker().Ask(context.Background(), mcp.Question{Kind: mcp.AskSampling, Server: "remote", SessionID: id,
+				OwnerID: owner, Sampling: &mcp.SamplingAsk{Messages: nil, MaxTokens: 10}})
+			out <- ans
+		}()
+		var qid string
+		testkit.Eventually(t, 10*time.Second, "the question to be open", func() bool {
+			qid = env.srv.OpenQuestion(id)
+			return qid != ""
+		})
+		return qid, out
+	}
+
+	// A plain user has no "Always", and cannot post it.
+	bob := env.user(admin, "bob")
+	bobChat := bob.newSession()
+	qid, answer := ask(env.userID("bob"), bobChat)
+	bob.dial(bobChat)
+	if r := bob.post("/s/"+bobChat+"/consent/"+qid, url.Values{"action": {"always"}}); r.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a user's Always: %d", r.StatusCode)
+	}
+	wantStatus(t, bob.post("/s/"+bobChat+"/consent/"+qid, url.Values{"action": {"decline"}}), http.StatusOK)
+	if ans := <-answer; ans.Action != mcp.ActionDecline {
+		t.Fatalf("answer %+v", ans)
+	}
+
+	chat := admin.newSession()
+	qid, answer = ask(env.userID("admin"), chat)
+	r := admin.post("/s/"+chat+"/consent/"+qid, url.Values{"action": {"always"}})
+	wantStatus(t, r, http.StatusOK)
+	if ans := <-answer; ans.Action != mcp.ActionAccept || !ans.Always {
+		t.Fatalf("answer %+v", ans)
+	}
+	cfg, _ = env.srv.ServerConfig(context.Background(), env.mcpRow("remote"))
+	if !cfg.SamplingAlways || cfg.ProgressMax != 90*time.Second || len(cfg.Roots) != 2 {
+		t.Fatalf("after Always: %+v", cfg)
+	}
+	form.Set("sampling_always", "")
+	wantStatus(t, admin.post(fmt.Sprintf("/settings/mcp/%d", row.ID), form), http.StatusSeeOther)
+	cfg, _ = env.srv.ServerConfig(context.Background(), env.mcpRow("remote"))
+	if cfg.SamplingAlways {
+		t.Fatal("unticking the box on the form did not revoke it")
 	}
 }

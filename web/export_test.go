@@ -28,3 +28,11 @@ func (s *Server) SetLoginRecheck(d time.Duration) { s.loginRecheck = d }
 func (s *Server) SetConsentTimes(unwatched, maxWait time.Duration) {
 	s.consents.unwatched, s.consents.maxWait, s.consents.poll = unwatched, maxWait, 10*time.Millisecond
 }
+
+// OpenQuestion is the id of an MCP server's question open in the chat ("" for none).
+func (s *Server) OpenQuestion(sessionID string) string {
+	if qs := s.consents.forSession(sessionID); len(qs) > 0 {
+		return qs[0].ID
+	}
+	return ""
+}
