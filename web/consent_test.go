@@ -212,3 +212,22 @@ func TestSamplingConsentSettings(t *testing.T) {
 		t.Fatal("unticking the box on the form did not revoke it")
 	}
 }
+
+// A link from a server opens in a new tab without a window.opener, naming its host.
+func TestConsentLink(t *testing.T) {
+	env, admin, id := chatEnv(t)
+	ws := admin.dial(id)
+	go env.srv.Asker().Ask(context.Background(), mcp.Question{Kind: mcp.AskURL, Server: "auth", SessionID: id,
+		OwnerID: env.userID("admin"), Message: "Sign in", URL: "https://login.example.com/a?b=<c>"})
+	frames := ws.until(`data-kind="url"`)
+	f := frames[len(frames)-1]
+	for _, want := range []string{`target="_blank"`, `rel="noopener noreferrer"`, `>Open login.example.com</a>`,
+		`href="https://login.example.com/a?b=&lt;c&gt;"`} {
+		if !strings.Contains(f, want) {
+			t.Errorf("the link frame lacks %s: %s", want, f)
+		}
+	}
+	if strings.Contains(f, "<c>") {
+		t.Errorf("unescaped: %s", f)
+	}
+}

@@ -342,3 +342,22 @@ func TestAgentSamplingRecorded(t *testing.T) {
 		}
 	}
 }
+
+// URL mode: the link is shown (http(s) only) and the answer goes back as the spec says.
+func TestElicitationURLMode(t *testing.T) {
+	everythingBoth(t, nil, func(t *testing.T, h *harness, asker *askerFunc) {
+		asker.answer = func(mcp.Question) mcp.Answer { return mcp.Answer{Action: mcp.ActionAccept} }
+		res := h.callWith(t, tools.Hooks{}, "everything__trigger-url-elicitation", map[string]any{"url": "https://example.com/consent?x=1", "message": "Sign in"})
+		qs := asker.questions()
+		if len(qs) != 1 || qs[0].Kind != mcp.AskURL || qs[0].URL != "https://example.com/consent?x=1" || qs[0].Message != "Sign in" {
+			t.Fatalf("questions %+v", qs)
+		}
+		if res.IsError || !strings.Contains(res.Content, "accept") {
+			t.Fatalf("result %q", res.Content)
+		}
+		res = h.callWith(t, tools.Hooks{}, "everything__trigger-url-elicitation", map[string]any{"url": "javascript:alert(1)"})
+		if !res.IsError || !strings.Contains(res.Content, "only http(s) links") || len(asker.questions()) != 1 {
+			t.Fatalf("a javascript: link: result %q, %d questions", res.Content, len(asker.questions()))
+		}
+	})
+}
