@@ -217,8 +217,14 @@ func TestSamplingConsentSettings(t *testing.T) {
 func TestConsentLink(t *testing.T) {
 	env, admin, id := chatEnv(t)
 	ws := admin.dial(id)
-	go env.srv.Asker().Ask(context.Background(), mcp.Question{Kind: mcp.AskURL, Server: "auth", SessionID: id,
-		OwnerID: env.userID("admin"), Message: "Sign in", URL: "https://login.example.com/a?b=<c>"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	defer func() { cancel(); <-done }()
+	go func() {
+		defer close(done)
+		env.srv.Asker().Ask(ctx, mcp.Question{Kind: mcp.AskURL, Server: "auth", SessionID: id,
+			OwnerID: env.userID("admin"), Message: "Sign in", URL: "https://login.example.com/a?b=<c>"})
+	}()
 	frames := ws.until(`data-kind="url"`)
 	f := frames[len(frames)-1]
 	for _, want := range []string{`target="_blank"`, `rel="noopener noreferrer"`, `>Open login.example.com</a>`,
