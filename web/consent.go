@@ -2,12 +2,15 @@ package web
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -131,30 +134,16 @@ func (cs *consents) forSession(sessionID string) []views.ConsentQuestion {
 			out = append(out, oq.view)
 		}
 	}
-	sortByID(out)
+	slices.SortFunc(out, func(a, b views.ConsentQuestion) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
-func sortByID(qs []views.ConsentQuestion) {
-	for i := 1; i < len(qs); i++ {
-		for j := i; j > 0 && qs[j].ID < qs[j-1].ID; j-- {
-			qs[j], qs[j-1] = qs[j-1], qs[j]
-		}
-	}
-}
-
-var consentSeq struct {
-	sync.Mutex
-	n int64
-}
+// consentSeq numbers questions, so that their ids sort by age.
+var consentSeq atomic.Int64
 
 // view maps a question to its view model, with a fresh id that sorts by age.
 func (cs *consents) view(ctx context.Context, q mcp.Question) views.ConsentQuestion {
-	consentSeq.Lock()
-	consentSeq.n++
-	n := consentSeq.n
-	consentSeq.Unlock()
-	v := views.ConsentQuestion{ID: fmt.Sprintf("%012d%s", n, strings.ReplaceAll(cs.s.NewID(), "-", "")[:8]),
+	v := views.ConsentQuestion{ID: fmt.Sprintf("%012d%s", consentSeq.Add(1), strings.ToLower(rand.Text()[:8])),
 		SessionID: q.SessionID, Server: q.Server, Kind: string(q.Kind), Message: q.Message}
 	switch q.Kind {
 	case mcp.AskForm:

@@ -64,7 +64,7 @@ func TestConsentAnsweredInTheChat(t *testing.T) {
 		!strings.Contains(frame, "&lt;b&gt;How old&lt;/b&gt;") || !strings.Contains(frame, `value="hi"`) {
 		t.Fatalf("the question frame is not escaped or lacks its default: %s", frame)
 	}
-	qid := regexp.MustCompile(`id="consent-([0-9a-f]+)"`).FindStringSubmatch(frame)[1]
+	qid := regexp.MustCompile(`id="consent-([0-9a-z]+)"`).FindStringSubmatch(frame)[1]
 
 	// Watched: it stays open well past the unwatched limit.
 	select {

@@ -226,11 +226,18 @@ func (s *server) answerRequests(ctx context.Context, cl *client.Client) {
 		}
 		resp, err := inner(ctx, req)
 		var r *refusal
-		if errors.As(err, &r) {
-			s.log.Info("mcp: server request refused", "method", req.Method, "reason", r.msg)
-			return transport.NewJSONRPCErrorResponse(req.ID, r.code, r.msg, nil), nil
+		switch {
+		case err == nil:
+			return resp, nil
+		case errors.As(err, &r):
+		case ctx.Err() != nil:
+			r = &refusal{code: mcp.REQUEST_INTERRUPTED, msg: "the request ended before it was answered"}
+		default:
+			// mcp-go could not read the request's params.
+			r = &refusal{code: mcp.INVALID_PARAMS, msg: capString(err.Error(), 300)}
 		}
-		return resp, err
+		s.log.Info("mcp: server request refused", "method", req.Method, "reason", r.msg)
+		return transport.NewJSONRPCErrorResponse(req.ID, r.code, r.msg, nil), nil
 	})
 }
 
