@@ -81,6 +81,7 @@ func TestEndToEndConsent(t *testing.T) {
 			document.querySelector('[data-testid=consent-input-integer]').value + '|' +
 			document.querySelector('[data-testid=consent-server]').textContent`)),
 	)
+	screenshot(t, ctx, "consent-form")
 	if shown != "It was a dark and stormy night.|42|everything" {
 		t.Errorf("form shows %q", shown)
 	}
@@ -108,6 +109,7 @@ func TestEndToEndConsent(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(samp+`[data-testid=consent-accept]`)),
 		into(&shown, chromedp.Evaluate[string](`document.querySelector('[data-kind=sampling]').textContent`)),
 	)
+	screenshot(t, ctx, "consent-sampling")
 	for _, want := range []string{"You are a helpful test server.", "why is the sky blue?", "At most 60 tokens", "everything"} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("the sampling request shows %q, without %q", shown, want)
@@ -140,8 +142,9 @@ func TestEndToEndConsent(t *testing.T) {
 		sendSteps("progress"),
 		chromedp.Poll[chromedp.Void](`[...document.querySelectorAll('[data-testid=tool-card][data-status=running] [data-testid=tool-progress-count]')]
 			.some(e => /^[1-4] \/ 4$/.test(e.textContent.trim()))`, chromedp.WithPollingTimeout(15*time.Second)),
-		final("progress", "Long running operation completed"),
 	)
+	screenshot(t, ctx, "tool-progress")
+	run("progress: the call ends", final("progress", "Long running operation completed"))
 	problems.Check(t)
 }
 

@@ -267,6 +267,8 @@ func (h *Hub) Publish(ev agent.Event) {
 			views.FrameUserMessage(messageView(*ev.Message, nil), views.LiveMessage{}),
 			views.FrameRunState("streaming"),
 			views.FrameNotice(""),
+			// The last run's answered questions go; a new run has none open yet.
+			views.ConsentRequests(nil, "outerHTML"),
 		))
 	case agent.EventQueued:
 		r.broadcast(renderFrame(views.FrameNotice("Queued: your message will be sent when this reply ends.")))
