@@ -55,17 +55,7 @@ func TestEndToEndConsent(t *testing.T) {
 	run := stepRunner(t, ctx)
 	setUpInBrowser(run, a, fake)
 
-	add := `form[data-testid=mcp-add-form] `
-	run("add server-everything",
-		chromedp.Navigate(a.URL+"/settings/mcp"),
-		chromedp.WaitVisible(chromedp.CSS(add+`[name=name]`)),
-		chromedp.SendKeys(chromedp.CSS(add+`[name=name]`), "everything"),
-		chromedp.SetValue(chromedp.CSS(add+`[name=transport]`), "stdio"),
-		chromedp.SetValue(chromedp.CSS(add+`[name=command]`), node),
-		chromedp.SetValue(chromedp.CSS(add+`[name=args]`), script+"\nstdio"),
-		chromedp.Click(chromedp.CSS(add+`[data-testid=mcp-add]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=mcp-server][data-server=everything][data-state=ready]`)),
-	)
+	run("add server-everything", addEverythingSteps(a.URL, node, script))
 	run("new chat", chromedp.Navigate(a.URL+"/"), chromedp.Click(chromedp.CSS(`[data-testid=new-chat-main]`)))
 
 	final := func(what, want string) chromedp.Action[chromedp.Void] {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -256,7 +257,7 @@ func (c *handlerCapture) SetRequestHandler(h transport.RequestHandler)         {
 // (the server is told they changed) and its sampling consent.
 func (s *server) updateLive(cfg ServerConfig) {
 	s.mu.Lock()
-	changed := !equalStrings(s.roots, cfg.Roots)
+	changed := !slices.Equal(s.roots, cfg.Roots)
 	s.roots, s.sampling = cfg.Roots, cfg.SamplingAlways
 	c := s.conn
 	s.mu.Unlock()
@@ -269,18 +270,6 @@ func (s *server) updateLive(cfg ServerConfig) {
 			}
 		}()
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // handlers answers the server's requests for mcp-go's client.
