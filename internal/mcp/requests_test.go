@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"atrium/internal/agent"
 	"atrium/internal/llm"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/mcp"
@@ -360,4 +362,38 @@ func TestElicitationURLMode(t *testing.T) {
 			t.Fatalf("a javascript: link: result %q, %d questions", res.Content, len(asker.questions()))
 		}
 	})
+}
+
+// Progress reports reach the run's events (the tool card's frames) with the call's key,
+// and none comes after the call's result.
+func TestAgentProgressEvents(t *testing.T) {
+	node := needNode(t)
+	c := newChat(t)
+	c.sup.Apply(context.Background(), []mcp.ServerConfig{everythingStdio(node, "everything")})
+	c.waitState(t, "everything", 30*time.Second, mcp.StateReady)
+	c.llm.Enqueue(
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "call_p", Name: "everything__trigger-long-running-operation",
+			Arguments: `{"duration":1,"steps":3}`}}},
+		llmtest.Reply{Text: llmtest.Words("Done.")},
+	)
+	c.send(t, "run long")
+	step := c.turnMessages(t, "run long")[0]
+	c.sink.mu.Lock()
+	defer c.sink.mu.Unlock()
+	var got []float64
+	resultAt := -1
+	for i, ev := range c.sink.events {
+		switch ev.Kind {
+		case agent.EventToolProgress:
+			if ev.Text != store.ToolCallKey(step.ID, 0) || ev.Progress.Total != 3 || resultAt >= 0 {
+				t.Errorf("progress event %d: key %q, %+v (result at %d)", i, ev.Text, ev.Progress, resultAt)
+			}
+			got = append(got, ev.Progress.Progress)
+		case agent.EventToolResult:
+			resultAt = i
+		}
+	}
+	if fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("progress %v", got)
+	}
 }
