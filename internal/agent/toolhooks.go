@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"sync"
+	"time"
 
 	"atrium/internal/llm"
 	"atrium/internal/tools"
@@ -23,9 +24,14 @@ type toolHooks struct {
 	call llm.ToolCall
 	key  string
 
-	mu   sync.Mutex
-	done bool // the call returned: later reports are dropped
+	mu       sync.Mutex
+	done     bool      // the call returned: later reports are dropped
+	reported time.Time // when the last progress event went out
 }
+
+// progressEvery bounds the progress events of one call: a server reporting faster is
+// shown at this pace (its last report of a total always shows).
+const progressEvery = 100 * time.Millisecond
 
 func (h *toolHooks) hooks() tools.Hooks {
 	return tools.Hooks{CallKey: h.key, Progress: h.progress, Sample: h.sample}
@@ -34,9 +40,11 @@ func (h *toolHooks) hooks() tools.Hooks {
 func (h *toolHooks) progress(p tools.Progress) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.done {
+	now := h.t.a.Now()
+	if h.done || now.Sub(h.reported) < progressEvery && (p.Total == 0 || p.Progress < p.Total) {
 		return
 	}
+	h.reported = now
 	h.t.emit(Event{Kind: EventToolProgress, ToolCall: &h.call, Text: h.key, Progress: &p})
 }
 
