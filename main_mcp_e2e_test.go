@@ -30,6 +30,22 @@ func everythingServer(t *testing.T) (node, script string) {
 	return node, script
 }
 
+// addEverythingSteps adds server-everything over stdio in Settings → MCP and waits
+// until its card says ready.
+func addEverythingSteps(base, node, script string) chromedp.Action[chromedp.Void] {
+	add := `form[data-testid=mcp-add-form] `
+	return chromedp.Steps(
+		chromedp.Navigate(base+"/settings/mcp"),
+		chromedp.WaitVisible(chromedp.CSS(add+`[name=name]`)),
+		chromedp.SendKeys(chromedp.CSS(add+`[name=name]`), "everything"),
+		chromedp.SetValue(chromedp.CSS(add+`[name=transport]`), "stdio"),
+		chromedp.SetValue(chromedp.CSS(add+`[name=command]`), node),
+		chromedp.SetValue(chromedp.CSS(add+`[name=args]`), script+"\nstdio"),
+		chromedp.Click(chromedp.CSS(add+`[data-testid=mcp-add]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=mcp-server][data-server=everything][data-state=ready]`)),
+	)
+}
+
 // TestEndToEndMCP: an admin adds server-everything in settings and watches it reach
 // "ready" with its tools listed; a scripted chat calls its echo tool and shows the card;
 // disabling the server removes its tools from the page and from the model's offer.
@@ -54,18 +70,10 @@ func TestEndToEndMCP(t *testing.T) {
 	run := stepRunner(t, ctx)
 	setUpInBrowser(run, a, fake)
 
-	add := `form[data-testid=mcp-add-form] `
 	server := `[data-testid=mcp-server][data-server=everything]`
 	var tools int
 	run("add server-everything",
-		chromedp.Navigate(a.URL+"/settings/mcp"),
-		chromedp.WaitVisible(chromedp.CSS(add+`[name=name]`)),
-		chromedp.SendKeys(chromedp.CSS(add+`[name=name]`), "everything"),
-		chromedp.SetValue(chromedp.CSS(add+`[name=transport]`), "stdio"),
-		chromedp.SetValue(chromedp.CSS(add+`[name=command]`), node),
-		chromedp.SetValue(chromedp.CSS(add+`[name=args]`), script+"\nstdio"),
-		chromedp.Click(chromedp.CSS(add+`[data-testid=mcp-add]`)),
-		chromedp.WaitVisible(chromedp.CSS(server+`[data-state=ready]`)),
+		addEverythingSteps(a.URL, node, script),
 		chromedp.WaitReady(chromedp.CSS(server+` [data-testid=mcp-tool][data-tool=echo]`)),
 		into(&tools, chromedp.Evaluate[int](`document.querySelectorAll('[data-server=everything] [data-testid=mcp-tool]').length`)),
 	)

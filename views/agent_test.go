@@ -500,7 +500,7 @@ func TestChatPageSidePanel(t *testing.T) {
 			order = append(order, k.Data)
 		}
 	}
-	if got := strings.Join(order, " "); got != "notice messages run-state send-result details composer" {
+	if got := strings.Join(order, " "); got != "notice messages run-state consent-requests send-result details composer" {
 		t.Errorf("#chat children = %s", got)
 	}
 	if len(findAll(byAttr("data-testid", "tool-card"), doc)) != 1 || len(findAll(byAttr("data-testid", "reasoning"), doc)) != 2 {

@@ -371,3 +371,47 @@ func colorScheme(p Page) string {
 	}
 	return "light dark"
 }
+
+// consentID is the element id of an MCP server's question in a chat.
+func consentID(id string) string { return "consent-" + id }
+
+// consentInputID is the element id of one field of a question's form.
+func consentInputID(id, field string) string {
+	return "consent-" + id + "-" + hex.EncodeToString([]byte(field))
+}
+
+// consentOutcome is the one line an answered question leaves in the chat.
+func consentOutcome(q ConsentQuestion) string {
+	what := "request"
+	switch q.Kind {
+	case "form":
+		what = "form"
+	case "url":
+		what = "link"
+	case "sampling":
+		what = "sampling request"
+	}
+	switch q.Outcome {
+	case "accepted":
+		if q.Kind == "sampling" {
+			return q.Server + "'s sampling request: approved."
+		}
+		return q.Server + "'s " + what + ": answered."
+	case "always":
+		return q.Server + "'s sampling request: approved, and from now on for every request of " + q.Server + " (Settings → MCP to revoke)."
+	case "declined":
+		return q.Server + "'s " + what + ": declined."
+	case "cancelled":
+		return q.Server + "'s " + what + ": cancelled."
+	case "unwatched":
+		return q.Server + "'s " + what + ": declined, as nobody was watching this chat."
+	case "expired":
+		return q.Server + "'s " + what + ": no answer in time."
+	}
+	return q.Server + "'s " + what + ": closed."
+}
+
+// progressNum formats a progress figure: 3, 2.5.
+func progressNum(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+func joinComma(s []string) string { return strings.Join(s, ", ") }

@@ -250,6 +250,9 @@ type MCPServerItem struct {
 	// OAuth: a hand-registered client (its secret only as a hint) and the scopes.
 	OAuthClientID, OAuthSecretHint string
 	OAuthScopes                    []string
+	Roots                          []string // file:// URIs offered to the server
+	SamplingAlways                 bool     // its sampling requests run without asking
+	ProgressMax                    int      // seconds a call reporting progress may run; 0 = default
 }
 
 // MCPForm refills an add (ID 0) or edit form after a failed submit.
@@ -261,6 +264,9 @@ type MCPForm struct {
 	Sandbox, Network                                       bool
 	OAuthClientID, OAuthScopes                             string
 	SecretArgs                                             string // line numbers of secret arguments, e.g. "2 4"
+	Roots                                                  string // one file:// URI per line
+	SamplingAlways                                         bool
+	ProgressMax                                            string // seconds
 	Error                                                  string
 }
 
@@ -417,3 +423,54 @@ type ReindexStatus struct {
 	Done, Total    int
 	Err            string
 }
+
+// ToolProgress is a running tool's latest progress report (see FrameToolProgress).
+type ToolProgress struct {
+	CallID          string // the card's ToolCard.ID
+	Progress, Total float64
+	Message         string
+}
+
+// ConsentQuestion is an MCP server's request put to the person in a chat: a form to
+// fill (Kind "form"), a link to follow ("url") or a sampling request to approve
+// ("sampling"). Everything from the server is shown as text.
+type ConsentQuestion struct {
+	ID, SessionID, Server, Kind string
+	Message                     string
+	Fields                      []ConsentField   // form
+	URL, URLHost                string           // url
+	Sampling                    *ConsentSampling // sampling
+	CanAlways                   bool             // sampling: the user may approve it for every request of the server (admins)
+	Problem                     string           // why the last answer was not taken
+	Outcome                     string           // "" while open; else what happened (accepted, declined, …)
+}
+
+// ConsentField is one field of an elicitation form.
+type ConsentField struct {
+	Name, Label, Description string
+	Kind                     string // string, number, integer, boolean, enum, multi
+	InputType                string // string: text, email, url, date, datetime-local
+	Required                 bool
+	Min, Max, Step           string // number and integer inputs ("" for none)
+	MinLen, MaxLen           int
+	Value                    string          // what the input shows (the default, or what was sent)
+	Options                  []ConsentOption // enum and multi
+	Error                    string
+}
+
+// ConsentOption is one choice of an enum field.
+type ConsentOption struct {
+	Value, Label string
+	Selected     bool
+}
+
+// ConsentSampling is what a server asks the chat's model to do.
+type ConsentSampling struct {
+	SystemPrompt string
+	Messages     []ConsentMessage
+	Hints        []string
+	MaxTokens    int
+}
+
+// ConsentMessage is one message of a sampling request.
+type ConsentMessage struct{ Role, Text string }

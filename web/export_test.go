@@ -22,3 +22,17 @@ func (s *Server) ServerConfig(ctx context.Context, row store.MCPServer) (mcp.Ser
 // SetLoginRecheck shortens how often open sockets re-check their login (set it before
 // the sockets open), so a test can see a login ended by another process end them.
 func (s *Server) SetLoginRecheck(d time.Duration) { s.loginRecheck = d }
+
+// SetConsentTimes shortens how long an MCP server's question waits for a watcher and
+// for an answer.
+func (s *Server) SetConsentTimes(unwatched, maxWait time.Duration) {
+	s.consents.unwatched, s.consents.maxWait, s.consents.poll = unwatched, maxWait, 10*time.Millisecond
+}
+
+// OpenQuestion is the id of an MCP server's question open in the chat ("" for none).
+func (s *Server) OpenQuestion(sessionID string) string {
+	if qs := s.consents.forSession(sessionID); len(qs) > 0 {
+		return qs[0].ID
+	}
+	return ""
+}

@@ -188,6 +188,19 @@ func (h *Hub) unsubscribe(sessionID string, c *client) {
 	h.release(sessionID, r)
 }
 
+// Watching is how many websockets follow the session now.
+func (h *Hub) Watching(sessionID string) int {
+	h.mu.Lock()
+	r := h.rooms[sessionID]
+	h.mu.Unlock()
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.clients)
+}
+
 // Snapshot returns the session's live state (for rendering a page).
 func (h *Hub) Snapshot(sessionID string) Snapshot {
 	h.mu.Lock()
@@ -255,6 +268,8 @@ func (h *Hub) Publish(ev agent.Event) {
 			views.FrameUserMessage(messageView(*ev.Message, nil), views.LiveMessage{}),
 			views.FrameRunState("streaming"),
 			views.FrameNotice(""),
+			// The last run's answered questions go; a new run has none open yet.
+			views.ConsentRequests(nil, "outerHTML"),
 		))
 	case agent.EventQueued:
 		r.broadcast(renderFrame(views.FrameNotice("Queued: your message will be sent when this reply ends.")))
@@ -289,6 +304,9 @@ func (h *Hub) Publish(ev agent.Event) {
 		step := messageView(*ev.Message, nil)
 		step.RunID = "" // the run's link goes on its final reply
 		r.broadcast(renderFrame(views.FrameAssistantStep(step, views.LiveMessage{Model: model})))
+	case agent.EventToolProgress:
+		p := ev.Progress
+		r.broadcast(renderFrame(views.FrameToolProgress(views.ToolProgress{CallID: ev.Text, Progress: p.Progress, Total: p.Total, Message: p.Message})))
 	case agent.EventToolResult:
 		r.broadcast(renderFrame(views.FrameToolCard(toolCard(*ev.ToolCall, ev.Message.CallKey, ev.Message))))
 	case agent.EventTitle:

@@ -207,7 +207,8 @@ func (s *Server) mcpView(ctx context.Context, form views.MCPForm, notice string)
 			Command: cfg.Command, Args: shownArgs, Dir: cfg.Dir, URL: shownURL,
 			AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeout: int(cfg.CallTimeout / time.Second),
 			TokenHint: crypto.Hint(cfg.BearerToken), OAuthClientID: cfg.OAuthClientID, OAuthScopes: cfg.OAuthScopes,
-			OAuthSecretHint: crypto.Hint(cfg.OAuthClientSecret)}
+			OAuthSecretHint: crypto.Hint(cfg.OAuthClientSecret), Roots: cfg.Roots, SamplingAlways: cfg.SamplingAlways,
+			ProgressMax: int(cfg.ProgressMax / time.Second)}
 		if row.Transport == store.MCPStdio {
 			it.Sandbox, it.SandboxOn, it.NetworkOn = sandboxLine(cfg), cfg.Sandbox, cfg.Network
 			it.ReadPaths, it.WritePaths = cfg.ReadPaths, cfg.WritePaths
@@ -346,12 +347,16 @@ func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerC
 		Sandbox:    c.FormValue("sandbox") == "on",
 		Network:    c.FormValue("network") == "on",
 
-		SecretArgs:    strings.TrimSpace(c.FormValue("secret_args")),
-		OAuthClientID: strings.TrimSpace(c.FormValue("oauth_client_id")),
-		OAuthScopes:   strings.TrimSpace(c.FormValue("oauth_scopes")),
+		SecretArgs:     strings.TrimSpace(c.FormValue("secret_args")),
+		OAuthClientID:  strings.TrimSpace(c.FormValue("oauth_client_id")),
+		OAuthScopes:    strings.TrimSpace(c.FormValue("oauth_scopes")),
+		Roots:          c.FormValue("roots"),
+		SamplingAlways: c.FormValue("sampling_always") == "on",
+		ProgressMax:    strings.TrimSpace(c.FormValue("progress_max")),
 	}
 	cfg := mcp.ServerConfig{Name: f.Name, Transport: mcp.Transport(f.Transport), Enabled: true,
-		AllowTools: toolList(f.AllowTools), DenyTools: toolList(f.DenyTools)}
+		AllowTools: toolList(f.AllowTools), DenyTools: toolList(f.DenyTools),
+		Roots: lines(f.Roots), SamplingAlways: f.SamplingAlways}
 	var keepEnv, keepHeaders map[string]string
 	if old != nil {
 		cfg.ID, cfg.Enabled = old.ID, old.Enabled
@@ -410,6 +415,13 @@ func mcpInput(c echo.Context, old *mcp.ServerConfig) (views.MCPForm, mcp.ServerC
 			return f, cfg, errs.E(errs.Invalid, "The call timeout is a number of seconds.")
 		}
 		cfg.CallTimeout = time.Duration(n) * time.Second
+	}
+	if f.ProgressMax != "" {
+		n, err := strconv.Atoi(f.ProgressMax)
+		if err != nil || n <= 0 {
+			return f, cfg, errs.E(errs.Invalid, "The longest run with progress is a number of seconds.")
+		}
+		cfg.ProgressMax = time.Duration(n) * time.Second
 	}
 	return f, cfg, cfg.Validate()
 }

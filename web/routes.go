@@ -54,6 +54,7 @@ func (s *Server) routes() *echo.Echo {
 	u.GET("/s/:id/resources", s.resourcePanel)
 	u.GET("/s/:id/prompts", s.promptMenu)
 	u.POST("/s/:id/prompt", s.usePrompt)
+	u.POST("/s/:id/consent/:qid", s.answerConsent)
 	u.POST("/s/:id/memories/:mid/undo", s.undoSave)
 	u.POST("/runs/:rid/pin", s.pinRun)
 	u.GET("/s/:id/runs/:rid/spans/:seq/replay", s.showReplay)

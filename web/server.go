@@ -55,6 +55,7 @@ type Server struct {
 	secureBase bool // the public base URL is https
 	mcp        mcpState
 	oauthFlows mcp.OAuthFlows // MCP OAuth authorisations in progress (mcp_oauth.go)
+	consents   *consents      // MCP servers' questions open in chats
 
 	sockets      sockets       // open websockets by login, so ending a login closes them
 	loginRecheck time.Duration // how often an open socket re-checks its login
@@ -77,6 +78,7 @@ func New(d Deps) *Server {
 
 		loginRecheck: loginRecheck,
 	}
+	s.consents = newConsents(s)
 	s.echo = s.routes()
 	return s
 }

@@ -102,7 +102,8 @@ func (s *Server) chatSocket(c echo.Context) error {
 			s.Log.Error("web: websocket snapshot", "session", ss.ID, "err", err)
 			return nil
 		}
-		return renderFrame(views.FrameMessages(chat), views.FrameRunState(chat.RunState))
+		return renderFrame(views.FrameMessages(chat), views.FrameRunState(chat.RunState),
+			views.ConsentRequests(s.consents.forSession(ss.ID), "morph"))
 	})
 	defer s.Hub.unsubscribe(ss.ID, cl)
 	if s.MCP != nil {

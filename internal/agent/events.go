@@ -43,6 +43,7 @@ const (
 	EventError                                // Err: what failed; Text: what the user is told
 	EventFinal                                // Message: the committed final assistant message (complete, stopped or error)
 	EventRunEnded                             // Totals: the run is over; nothing more follows
+	EventToolProgress                         // ToolCall, Text (the call's key), Progress: a running tool reported progress
 )
 
 // String names the kind, for logs and the trace.
@@ -59,7 +60,7 @@ var eventNames = map[EventKind]string{
 	EventModelRequest: "model_request", EventText: "text", EventReasoning: "reasoning",
 	EventModelResponse: "model_response", EventAssistantStep: "assistant_step", EventToolStarted: "tool_started",
 	EventToolResult: "tool_result", EventSummary: "summary", EventMemory: "memory", EventError: "error",
-	EventFinal: "final", EventRunEnded: "run_ended",
+	EventFinal: "final", EventRunEnded: "run_ended", EventToolProgress: "tool_progress",
 }
 
 // Event is one step of a run, or of a session between runs. One ordered stream of
@@ -90,6 +91,7 @@ type Event struct {
 	Memory      *MemoryRecall
 	MemoryWrite *MemoryWrite
 	Totals      *RunTotals
+	Progress    *tools.Progress
 	State       []byte
 	Err         error
 	Duration    time.Duration // model call or summary duration

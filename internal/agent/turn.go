@@ -318,7 +318,9 @@ func (t *turn) runTool(ctx context.Context, call llm.ToolCall, key string) {
 	a := t.a
 	t.emit(Event{Kind: EventToolStarted, ToolCall: &call})
 	started := a.Now()
-	res := a.Tools.Dispatch(ctx, t.s.ID, t.s.OwnerID, call)
+	hooks := &toolHooks{t: t, call: call, key: key}
+	res := a.Tools.Dispatch(tools.WithHooks(ctx, hooks.hooks()), t.s.ID, t.s.OwnerID, call)
+	hooks.finish()
 	status := store.StatusComplete
 	if res.IsError {
 		status = store.StatusError

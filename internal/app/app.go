@@ -233,6 +233,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 		Recorder: a.Recorder, MCP: a.MCP, Memory: a.Memory, CSRFKey: csrfKey, Log: log, Now: o.Now, NewID: uuid.NewString,
 		Metrics: metricsOnMain})
 	a.MCP.Subscribe(a.Web.MCPChanged)
+	a.MCP.Asker = a.Web.Asker()
 	a.startPurge()
 	// MCP servers connect in the background: readiness never waits for them.
 	if err := a.Web.ApplyMCP(ctx); err != nil {

@@ -21,6 +21,7 @@ import (
 	"atrium/internal/store"
 	"atrium/internal/testkit"
 	"atrium/internal/tools"
+	"atrium/internal/trace"
 )
 
 // These tests drive real server-everything through the agent loop: the fake
@@ -98,6 +99,7 @@ type chat struct {
 	agent    *agent.Agent
 	session  store.Session
 	finals   int // replies waited for so far
+	recorder *trace.Recorder
 }
 
 // newChat builds the app as main does, with a fake model and a session owned by "ann";
@@ -145,7 +147,8 @@ func newChat(t *testing.T) *chat {
 	if err := db.CreateSession(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	return &chat{harness: &harness{sup: a.MCP, reg: a.Tools, rec: rec}, db: db, llm: fake, sink: sink, agent: a.Agent, session: *s}
+	return &chat{harness: &harness{sup: a.MCP, reg: a.Tools, rec: rec}, db: db, llm: fake, sink: sink, agent: a.Agent, session: *s,
+		recorder: a.Recorder}
 }
 
 // send commits text and waits for its reply (a queued follow-up included).

@@ -26,7 +26,7 @@ const maxDescription = 2000
 // registered is what the registry holds for one of the server's tools.
 type registered struct {
 	mcpName, description, schema string
-	timeout                      time.Duration
+	timeout, maxRun              time.Duration
 }
 
 // syncToolsLocked makes the registry hold exactly the server's exposed tools
@@ -68,6 +68,7 @@ func (s *server) syncToolsLocked(list []mcp.Tool) {
 				description: capString(s.cfg.Name+": "+desc, maxDescription),
 				schema:      string(schema),
 				timeout:     s.cfg.callTimeout(),
+				maxRun:      s.cfg.progressMax(),
 			},
 			info: ToolInfo{Name: t.Name, Description: desc},
 		}
@@ -89,6 +90,7 @@ func (s *server) syncToolsLocked(list []mcp.Tool) {
 				Description: w.def.description,
 				Schema:      json.RawMessage(w.def.schema),
 				Timeout:     w.def.timeout,
+				MaxRun:      w.def.maxRun,
 				Execute:     s.executor(w.def.mcpName),
 			})
 			if err != nil {
@@ -157,9 +159,13 @@ func (s *server) executor(mcpName string) func(context.Context, tools.Call) (str
 		if c == nil {
 			return "", s.unavailable(since)
 		}
+		token, in := s.track(ctx, call)
+		defer s.untrack(token)
+		ctx = context.WithValue(ctx, inflightKey{}, in) // reaches the server's requests on this call's HTTP stream
 		req := mcp.CallToolRequest{}
 		req.Params.Name = mcpName
 		req.Params.Arguments = json.RawMessage(call.Args)
+		req.Params.Meta = &mcp.Meta{ProgressToken: token}
 		s.calls.Add(1)
 		res, err := c.client.CallTool(ctx, req)
 		if isAuthRequired(err) && c.oauth != nil && ctx.Err() == nil {

@@ -9,8 +9,10 @@
 package mcp
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"sort"
@@ -63,7 +65,25 @@ type ServerConfig struct {
 	ReadPaths  []string
 	WritePaths []string
 	Network    bool
+
+	// Roots are the file:// URIs offered to the server as its roots (roots/list);
+	// advice to the server about where to work, not a limit (the sandbox is one).
+	// A change reaches a running server as notifications/roots/list_changed.
+	Roots []string
+	// SamplingAlways runs the server's sampling requests against the chat's model
+	// without asking each time ("always for this server"); off by default.
+	SamplingAlways bool
+	// ProgressMax is how long a call that keeps reporting progress may run in all:
+	// 0 → DefaultProgressMax; CallTimeout–tools.MaxMaxRun.
+	ProgressMax time.Duration
 }
+
+// DefaultProgressMax is how long a call that keeps reporting progress may run, unless
+// the server's settings say otherwise.
+const DefaultProgressMax = 5 * time.Minute
+
+// maxRoots bounds a server's roots.
+const maxRoots = 32
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
@@ -141,6 +161,17 @@ func (c ServerConfig) Validate() error {
 	if c.CallTimeout != 0 && (c.CallTimeout < tools.MinTimeout || c.CallTimeout > tools.MaxTimeout) {
 		return errs.E(errs.Invalid, "Server %q: the call timeout must be between %s and %s.", c.Name, tools.MinTimeout, tools.MaxTimeout)
 	}
+	if c.ProgressMax != 0 && (c.ProgressMax < c.callTimeout() || c.ProgressMax > tools.MaxMaxRun) {
+		return errs.E(errs.Invalid, "Server %q: the longest run with progress must be between the call timeout (%s) and %s.", c.Name, c.callTimeout(), tools.MaxMaxRun)
+	}
+	if len(c.Roots) > maxRoots {
+		return errs.E(errs.Invalid, "Server %q: at most %d roots.", c.Name, maxRoots)
+	}
+	for _, r := range c.Roots {
+		if err := checkRoot(r); err != nil {
+			return errs.E(errs.Invalid, "Server %q: the root %q %s.", c.Name, capString(r, 200), err)
+		}
+	}
 	if len(c.AllowTools) > 0 && len(c.DenyTools) > 0 {
 		return errs.E(errs.Invalid, "Server %q: use either an allow-list or a deny-list of tools, not both.", c.Name)
 	}
@@ -201,6 +232,33 @@ func (c ServerConfig) callTimeout() time.Duration {
 		return tools.MaxTimeout
 	}
 	return c.CallTimeout
+}
+
+// progressMax is the registry's MaxRun for the server's tools.
+func (c ServerConfig) progressMax() time.Duration {
+	if c.ProgressMax == 0 {
+		return max(DefaultProgressMax, c.callTimeout())
+	}
+	return min(max(c.ProgressMax, c.callTimeout()), tools.MaxMaxRun)
+}
+
+// checkRoot reports what is wrong with a root URI: it must be file:// with an
+// absolute, clean path and nothing else.
+func checkRoot(r string) error {
+	u, err := url.Parse(r)
+	switch {
+	case err != nil || u.Scheme != "file":
+		return errors.New("is not a file:// URI")
+	case u.Host != "" && u.Host != "localhost":
+		return errors.New("names a host; use file:///path")
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.Opaque != "":
+		return errors.New("must be a plain file:///path")
+	case !path.IsAbs(u.Path) || path.Clean(u.Path) != strings.TrimSuffix(u.Path, "/") && u.Path != "/":
+		return errors.New("must name an absolute, clean path")
+	case strings.ContainsAny(r, "\x00\r\n"):
+		return errors.New("contains a control character")
+	}
+	return nil
 }
 
 // exposes reports whether the allow and deny lists let the MCP tool through.

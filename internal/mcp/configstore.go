@@ -36,20 +36,23 @@ type ConfigStore struct {
 
 // configJSON is the non-secret part of a server, stored in MCPServer.Config.
 type configJSON struct {
-	Command       string   `json:"command,omitempty"`
-	Args          []string `json:"args,omitempty"`
-	Dir           string   `json:"dir,omitempty"`
-	URL           string   `json:"url,omitempty"`
-	AllowTools    []string `json:"allow_tools,omitempty"`
-	DenyTools     []string `json:"deny_tools,omitempty"`
-	CallTimeoutMS int64    `json:"call_timeout_ms,omitempty"`
-	Sandbox       bool     `json:"sandbox,omitempty"` // absent in servers saved before the sandbox: off
-	ReadPaths     []string `json:"read_paths,omitempty"`
-	WritePaths    []string `json:"write_paths,omitempty"`
-	Network       bool     `json:"network,omitempty"`
-	SecretArgs    []int    `json:"secret_args,omitempty"` // indexes of Args the admin marked secret (stored REDACTED)
-	OAuthClientID string   `json:"oauth_client_id,omitempty"`
-	OAuthScopes   []string `json:"oauth_scopes,omitempty"`
+	Command        string   `json:"command,omitempty"`
+	Args           []string `json:"args,omitempty"`
+	Dir            string   `json:"dir,omitempty"`
+	URL            string   `json:"url,omitempty"`
+	AllowTools     []string `json:"allow_tools,omitempty"`
+	DenyTools      []string `json:"deny_tools,omitempty"`
+	CallTimeoutMS  int64    `json:"call_timeout_ms,omitempty"`
+	Sandbox        bool     `json:"sandbox,omitempty"` // absent in servers saved before the sandbox: off
+	ReadPaths      []string `json:"read_paths,omitempty"`
+	WritePaths     []string `json:"write_paths,omitempty"`
+	Network        bool     `json:"network,omitempty"`
+	SecretArgs     []int    `json:"secret_args,omitempty"` // indexes of Args the admin marked secret (stored REDACTED)
+	OAuthClientID  string   `json:"oauth_client_id,omitempty"`
+	OAuthScopes    []string `json:"oauth_scopes,omitempty"`
+	Roots          []string `json:"roots,omitempty"`
+	SamplingAlways bool     `json:"sampling_always,omitempty"`
+	ProgressMaxMS  int64    `json:"progress_max_ms,omitempty"`
 }
 
 // secretsJSON is sealed into MCPServer.SecretsSealed.
@@ -74,7 +77,8 @@ func Row(cfg ServerConfig) store.MCPServer {
 	c := configJSON{Command: cfg.Command, Args: args, Dir: cfg.Dir, URL: u,
 		AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, CallTimeoutMS: cfg.CallTimeout.Milliseconds(),
 		Sandbox: cfg.Sandbox, ReadPaths: cfg.ReadPaths, WritePaths: cfg.WritePaths, Network: cfg.Network,
-		OAuthClientID: cfg.OAuthClientID, OAuthScopes: cfg.OAuthScopes, SecretArgs: cfg.SecretArgs}
+		OAuthClientID: cfg.OAuthClientID, OAuthScopes: cfg.OAuthScopes, SecretArgs: cfg.SecretArgs,
+		Roots: cfg.Roots, SamplingAlways: cfg.SamplingAlways, ProgressMaxMS: cfg.ProgressMax.Milliseconds()}
 	b, _ := json.Marshal(c) // cannot fail: strings and numbers
 	return store.MCPServer{ID: cfg.ID, Name: cfg.Name, Transport: string(cfg.Transport), Config: b, Enabled: cfg.Enabled}
 }
@@ -134,6 +138,8 @@ func (cs *ConfigStore) Config(ctx context.Context, row store.MCPServer) (ServerC
 	cfg.CallTimeout = time.Duration(c.CallTimeoutMS) * time.Millisecond
 	cfg.Sandbox, cfg.ReadPaths, cfg.WritePaths, cfg.Network = c.Sandbox, c.ReadPaths, c.WritePaths, c.Network
 	cfg.OAuthClientID, cfg.OAuthScopes, cfg.SecretArgs = c.OAuthClientID, c.OAuthScopes, c.SecretArgs
+	cfg.Roots, cfg.SamplingAlways = c.Roots, c.SamplingAlways
+	cfg.ProgressMax = time.Duration(c.ProgressMaxMS) * time.Millisecond
 	if len(row.SecretsSealed) == 0 {
 		return cfg, nil
 	}

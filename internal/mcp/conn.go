@@ -141,6 +141,8 @@ func (s *server) connect() (*conn, catalog, error) {
 			mcp.MethodNotificationResourcesListChanged,
 			mcp.MethodNotificationPromptsListChanged:
 			c.signalRelist()
+		case string(mcp.MethodNotificationProgress):
+			s.onProgress(n)
 		}
 	})
 
@@ -321,7 +323,7 @@ func (s *server) startStdio(ctx context.Context, c *conn) error {
 	}
 	tr := transport.NewStdioWithOptions(command, env, args,
 		transport.WithCommandFunc(cmdFunc), transport.WithCommandLogger(newTransportLog(s.log, s.secrets)))
-	cl := client.NewClient(tr)
+	cl := s.newClient(tr)
 	err = cl.Start(ctx)
 	w.Close() // the child has its own copy; EOF on r now means the child (and its group) let go
 	if err != nil {
@@ -331,6 +333,7 @@ func (s *server) startStdio(ctx context.Context, c *conn) error {
 		}
 		return fmt.Errorf("start %q: %w", s.cfg.Command, err)
 	}
+	s.answerRequests(ctx, cl)
 	c.client = cl
 	c.cmd = cmd
 	c.pgid = cmd.Process.Pid
@@ -446,7 +449,7 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 	if err != nil {
 		return fmt.Errorf("bad URL: %w", err)
 	}
-	cl := client.NewClient(tr)
+	cl := s.newClient(tr)
 	c.client = cl
 	// The event streams (SSE's, and streamable HTTP's GET listener) live as
 	// long as the context given to Start, so it must be the connection's; the
@@ -454,6 +457,7 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 	if err := cl.Start(ctx); err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
+	s.answerRequests(ctx, cl)
 	return nil
 }
 

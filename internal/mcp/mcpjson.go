@@ -9,8 +9,9 @@ package mcp
 //	}}
 //
 // Atrium adds "disabled" (as Cline does), "allowTools", "denyTools",
-// "callTimeoutMs" and "sandbox" ({"enabled": true, "readPaths": […],
-// "writePaths": […], "network": false}); other tools ignore them. A paste is all or nothing: any error
+// "callTimeoutMs", "sandbox" ({"enabled": true, "readPaths": […],
+// "writePaths": […], "network": false}), "roots" (file:// URIs), "progressMaxMs" and
+// "samplingAlways"; other tools ignore them. A paste is all or nothing: any error
 // and ParseServersJSON returns no servers, so the caller applies nothing.
 
 import (
@@ -32,20 +33,23 @@ const RedactedValue = "REDACTED"
 
 // jsonServer is one server in the export, in the order its keys are written.
 type jsonServer struct {
-	Command       string            `json:"command,omitempty"`
-	Args          []string          `json:"args,omitempty"`
-	SecretArgs    []int             `json:"secretArgs,omitempty"` // Atrium's: indexes of args that are secrets
-	Env           map[string]string `json:"env,omitempty"`
-	Cwd           string            `json:"cwd,omitempty"`
-	Type          string            `json:"type,omitempty"`
-	URL           string            `json:"url,omitempty"`
-	Headers       map[string]string `json:"headers,omitempty"`
-	Disabled      bool              `json:"disabled,omitempty"`
-	AllowTools    []string          `json:"allowTools,omitempty"`
-	DenyTools     []string          `json:"denyTools,omitempty"`
-	CallTimeoutMS int64             `json:"callTimeoutMs,omitempty"`
-	Sandbox       *jsonSandbox      `json:"sandbox,omitempty"`
-	OAuth         *jsonOAuth        `json:"oauth,omitempty"`
+	Command        string            `json:"command,omitempty"`
+	Args           []string          `json:"args,omitempty"`
+	SecretArgs     []int             `json:"secretArgs,omitempty"` // Atrium's: indexes of args that are secrets
+	Env            map[string]string `json:"env,omitempty"`
+	Cwd            string            `json:"cwd,omitempty"`
+	Type           string            `json:"type,omitempty"`
+	URL            string            `json:"url,omitempty"`
+	Headers        map[string]string `json:"headers,omitempty"`
+	Disabled       bool              `json:"disabled,omitempty"`
+	AllowTools     []string          `json:"allowTools,omitempty"`
+	DenyTools      []string          `json:"denyTools,omitempty"`
+	CallTimeoutMS  int64             `json:"callTimeoutMs,omitempty"`
+	Sandbox        *jsonSandbox      `json:"sandbox,omitempty"`
+	OAuth          *jsonOAuth        `json:"oauth,omitempty"`
+	Roots          []string          `json:"roots,omitempty"`
+	ProgressMaxMS  int64             `json:"progressMaxMs,omitempty"`
+	SamplingAlways bool              `json:"samplingAlways,omitempty"`
 }
 
 // jsonOAuth is a remote server's hand-registered OAuth client and scopes. The tokens
@@ -82,10 +86,13 @@ func ExportServersJSON(cfgs []ServerConfig, withSecrets bool) ([]byte, error) {
 			return nil, errs.E(errs.Invalid, "two MCP servers are named %q", c.Name)
 		}
 		s := jsonServer{
-			Disabled:      !c.Enabled,
-			AllowTools:    c.AllowTools,
-			DenyTools:     c.DenyTools,
-			CallTimeoutMS: c.CallTimeout.Milliseconds(),
+			Disabled:       !c.Enabled,
+			AllowTools:     c.AllowTools,
+			DenyTools:      c.DenyTools,
+			CallTimeoutMS:  c.CallTimeout.Milliseconds(),
+			Roots:          c.Roots,
+			ProgressMaxMS:  c.ProgressMax.Milliseconds(),
+			SamplingAlways: c.SamplingAlways,
 		}
 		if c.Sandbox || c.Network || len(c.ReadPaths) > 0 || len(c.WritePaths) > 0 {
 			s.Sandbox = &jsonSandbox{Enabled: c.Sandbox, ReadPaths: c.ReadPaths, WritePaths: c.WritePaths, Network: c.Network}
@@ -288,9 +295,11 @@ type serverFields struct {
 	SecretArgs                         []int
 	Env, Headers                       map[string]string
 	Disabled                           bool
-	CallTimeoutMS                      int64
+	CallTimeoutMS, ProgressMaxMS       int64
 	Sandbox                            *jsonSandbox
 	OAuth                              *jsonOAuth
+	Roots                              []string
+	SamplingAlways                     bool
 }
 
 // server reads one server; on a problem it records it and returns false.
@@ -334,6 +343,12 @@ func (p *parser) server(m member) (ServerConfig, bool) {
 			dst, want = &f.CallTimeoutMS, "a whole number of milliseconds"
 		case "oauth":
 			dst, want = &f.OAuth, `an object like {"clientId": "…", "clientSecret": "…", "scopes": ["read"]}`
+		case "roots":
+			dst, want = &f.Roots, `an array of file:// URIs`
+		case "progressMaxMs":
+			dst, want = &f.ProgressMaxMS, "a whole number of milliseconds"
+		case "samplingAlways":
+			dst, want = &f.SamplingAlways, "true or false"
 		case "sandbox":
 			dst, want = &f.Sandbox, `an object like {"enabled": true, "readPaths": ["/srv/data"], "writePaths": [], "network": false}`
 		default:
@@ -352,7 +367,8 @@ func (p *parser) server(m member) (ServerConfig, bool) {
 	}
 
 	c := ServerConfig{Enabled: !f.Disabled, AllowTools: f.AllowTools, DenyTools: f.DenyTools,
-		CallTimeout: time.Duration(f.CallTimeoutMS) * time.Millisecond}
+		CallTimeout: time.Duration(f.CallTimeoutMS) * time.Millisecond,
+		ProgressMax: time.Duration(f.ProgressMaxMS) * time.Millisecond, Roots: f.Roots, SamplingAlways: f.SamplingAlways}
 	if sb := f.Sandbox; sb != nil {
 		c.Sandbox, c.ReadPaths, c.WritePaths, c.Network = sb.Enabled, sb.ReadPaths, sb.WritePaths, sb.Network
 	}

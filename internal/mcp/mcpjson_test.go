@@ -151,7 +151,8 @@ func TestExportServersJSON(t *testing.T) {
 			DenyTools: []string{"delete"}, CallTimeout: 25 * time.Second},
 		{Name: "fs", Transport: "stdio", Enabled: true, Command: "npx", Args: []string{"-y", "server-filesystem", "/tmp"},
 			Env: map[string]string{"TOKEN": "s3cret", "EMPTY": ""}, Dir: "/srv", AllowTools: []string{"read_file"}},
-		{Name: "api", Transport: "http", Enabled: true, URL: "https://api.example.com/mcp"},
+		{Name: "api", Transport: "http", Enabled: true, URL: "https://api.example.com/mcp",
+			Roots: []string{"file:///srv/a"}, ProgressMax: 2 * time.Minute, SamplingAlways: true},
 	}
 
 	t.Run("format", func(t *testing.T) {
@@ -163,7 +164,12 @@ func TestExportServersJSON(t *testing.T) {
   "mcpServers": {
     "api": {
       "type": "http",
-      "url": "https://api.example.com/mcp"
+      "url": "https://api.example.com/mcp",
+      "roots": [
+        "file:///srv/a"
+      ],
+      "progressMaxMs": 120000,
+      "samplingAlways": true
     },
     "fs": {
       "command": "npx",

@@ -28,6 +28,10 @@ type server struct {
 	secrets []string      // cfg.Secrets(), kept out of errors and stderr shown
 	calls   atomic.Int32  // tool calls sent and not yet answered
 	kick    chan struct{} // cap 1: Reconnect (new OAuth tokens)
+	applied ServerConfig  // the config last applied (cfg plus live changes); guarded by Supervisor.mu
+
+	callsMu  sync.Mutex
+	inflight map[string]*inflight // tool calls sent and not yet answered, by progress token
 
 	mu         sync.Mutex
 	stopped    bool
@@ -41,6 +45,8 @@ type server struct {
 	registered map[string]registered // what this server holds in the registry, by name
 	resources  int
 	prompts    []Prompt
+	roots      []string // the roots offered now (cfg.Roots, then live changes)
+	sampling   bool     // sampling without asking (cfg.SamplingAlways, then live changes)
 }
 
 func newServer(sup *Supervisor, cfg ServerConfig) *server {
@@ -57,6 +63,9 @@ func newServer(sup *Supervisor, cfg ServerConfig) *server {
 		downSince: now,
 		secrets:   cfg.Secrets(),
 		kick:      make(chan struct{}, 1),
+		applied:   cfg,
+		roots:     cfg.Roots,
+		sampling:  cfg.SamplingAlways,
 	}
 	if cfg.Transport == TransportStdio {
 		s.stderr = newStderrRing(s.secrets)

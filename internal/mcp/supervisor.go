@@ -107,6 +107,9 @@ type Supervisor struct {
 	SandboxDir string
 	// OAuth keeps the remote servers' OAuth grants; nil: no OAuth (a 401 only fails).
 	OAuth *OAuthStore
+	// Asker puts servers' elicitation and sampling requests to the people in the chats
+	// they concern; nil declares neither capability. Set before Apply.
+	Asker Asker
 
 	reg      *tools.Registry
 	log      *slog.Logger
@@ -203,9 +206,14 @@ func (s *Supervisor) Apply(ctx context.Context, cfgs []ServerConfig) {
 
 	var stopped, started []*server
 	for name, srv := range s.servers {
-		if c, ok := want[name]; !ok || !reflect.DeepEqual(c, srv.cfg) {
+		c, ok := want[name]
+		switch {
+		case !ok || !reflect.DeepEqual(withoutLive(c), withoutLive(srv.applied)):
 			stopped = append(stopped, srv)
 			delete(s.servers, name)
+		case !reflect.DeepEqual(c, srv.applied):
+			srv.applied = c
+			srv.updateLive(c) // roots or sampling consent: no restart
 		}
 	}
 	for name, c := range want {
@@ -345,6 +353,13 @@ func cloneConfig(c ServerConfig) ServerConfig {
 	c.DenyTools = cloneSlice(c.DenyTools)
 	c.ReadPaths = cloneSlice(c.ReadPaths)
 	c.WritePaths = cloneSlice(c.WritePaths)
+	c.Roots = cloneSlice(c.Roots)
+	return c
+}
+
+// withoutLive is c without the settings a running server takes without a restart.
+func withoutLive(c ServerConfig) ServerConfig {
+	c.Roots, c.SamplingAlways = nil, false
 	return c
 }
 

@@ -8,6 +8,9 @@ func (r *Registry) SetTimeoutForTest(name string, d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e, ok := r.tools[name]; ok {
+		if e.tool.MaxRun == e.tool.Timeout { // not extended by progress: stays so
+			e.tool.MaxRun = d
+		}
 		e.tool.Timeout = d
 	}
 }

@@ -32,6 +32,7 @@ const (
 	DefaultTimeout = 20 * time.Second
 	MinTimeout     = 10 * time.Second
 	MaxTimeout     = 30 * time.Second
+	MaxMaxRun      = time.Hour // the longest MaxRun a tool may have
 )
 
 // Error codes in a failed Result (Result.Code and the "error" field of Content).
@@ -56,6 +57,9 @@ type Tool struct {
 	Schema json.RawMessage
 	// Timeout bounds one call: 0 means DefaultTimeout; otherwise 10s–30s.
 	Timeout time.Duration
+	// MaxRun bounds a call that keeps showing signs of life (KeepAlive): 0 means
+	// Timeout; otherwise Timeout–MaxMaxRun. See the timeout rules in clock.go.
+	MaxRun time.Duration
 	// Execute runs the tool and returns the result text (usually JSON). An error
 	// that is a *Error has its Detail shown to the model; any other error is
 	// logged and the model sees only "the tool failed". Execute should honour
@@ -68,6 +72,7 @@ type Call struct {
 	SessionID string
 	OwnerID   int64
 	Args      json.RawMessage // validated against the tool's schema; "{}" when the model sent nothing
+	Hooks     Hooks           // from the dispatching context (WithHooks)
 }
 
 // Error is an executor failure meant for the model: its Detail becomes the
@@ -166,6 +171,12 @@ func (r *Registry) Register(t Tool) error {
 	}
 	if t.Timeout < MinTimeout || t.Timeout > MaxTimeout {
 		return errs.E(errs.Invalid, "tools: register %s: timeout %s is outside %s–%s", t.Name, t.Timeout, MinTimeout, MaxTimeout)
+	}
+	if t.MaxRun == 0 {
+		t.MaxRun = t.Timeout
+	}
+	if t.MaxRun < t.Timeout || t.MaxRun > MaxMaxRun {
+		return errs.E(errs.Invalid, "tools: register %s: maximum run %s is outside %s–%s", t.Name, t.MaxRun, t.Timeout, MaxMaxRun)
 	}
 	sch, err := compileSchema(t.Name, t.Schema)
 	if err != nil {
@@ -282,7 +293,7 @@ func (r *Registry) dispatch(ctx context.Context, sessionID string, ownerID int64
 	if err := sch.Validate(inst); err != nil {
 		return failure(CodeInvalidArguments, validationDetail(err, "arguments"))
 	}
-	return r.execute(ctx, t, Call{SessionID: sessionID, OwnerID: ownerID, Args: args})
+	return r.execute(ctx, t, Call{SessionID: sessionID, OwnerID: ownerID, Args: args, Hooks: hooksFrom(ctx)})
 }
 
 type outcome struct {
@@ -294,8 +305,11 @@ type outcome struct {
 var errPanic = errors.New("tool panicked")
 
 func (r *Registry) execute(ctx context.Context, t Tool, call Call) Result {
-	tctx, cancel := context.WithTimeout(ctx, t.Timeout)
-	defer cancel()
+	tctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	clock := newClock(t.Timeout, t.MaxRun, func() { cancel(errTimedOut) })
+	defer clock.stop()
+	tctx = context.WithValue(tctx, clockKey{}, clock)
 	done := make(chan outcome, 1) // buffered: a late executor must not block forever
 	go func() {
 		defer func() {
@@ -338,11 +352,17 @@ func (r *Registry) execute(ctx context.Context, t Tool, call Call) Result {
 	}
 }
 
+// errTimedOut is the cause with which a call's clock ends it.
+var errTimedOut = errors.New("tool timed out")
+
 // ended is the result of a call whose context ended: cancelled by the caller (Stop,
 // shutdown) or timed out.
 func ended(ctx context.Context, t Tool) Result {
 	if ctx.Err() != nil {
 		return failure(CodeCanceled, "the call was cancelled before the tool finished")
+	}
+	if t.MaxRun > t.Timeout {
+		return failure(CodeTimeout, fmt.Sprintf("tool %q did not finish: %s without progress, or %s in all", t.Name, t.Timeout, t.MaxRun))
 	}
 	return failure(CodeTimeout, fmt.Sprintf("tool %q did not finish within %s", t.Name, t.Timeout))
 }

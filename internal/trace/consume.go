@@ -92,7 +92,9 @@ func NewConsumer(rec *Recorder, log *slog.Logger, after ...agent.Sink) *Consumer
 // the queue is full. After Close, the event is written (or logged as lost) on the
 // caller's goroutine.
 func (c *Consumer) Publish(ev agent.Event) {
-	recorded := ev.RunID != "" && ev.Seq != 0 && ev.Kind != agent.EventText && ev.Kind != agent.EventReasoning
+	// Progress reports are shown live, not recorded (the tool's result is).
+	recorded := ev.RunID != "" && ev.Seq != 0 && ev.Kind != agent.EventText && ev.Kind != agent.EventReasoning &&
+		ev.Kind != agent.EventToolProgress
 	if !recorded && len(c.after) == 0 {
 		return
 	}
