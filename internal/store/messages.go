@@ -59,8 +59,8 @@ type Message struct {
 	// Attachments of a user's message: AppendMessage binds the uploads named by their
 	// IDs; LoadContextMessages fills them with their data.
 	Attachments []Attachment
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, call_key, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id`
