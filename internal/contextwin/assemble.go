@@ -90,6 +90,10 @@ type Input struct {
 	Messages []store.Message
 
 	Tools []llm.ToolSpec // offered tools, counted against the window
+
+	// NoImages: the model takes no images, so attached images are replaced by a line
+	// that says so (a chat can change its model after an image was sent).
+	NoImages bool
 }
 
 // Zone is one part of the context, for the context meter. Budget 0 means the
@@ -208,7 +212,7 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 		for j < len(msgs) && msgs[j].Role != store.RoleUser {
 			j++
 		}
-		turns = append(turns, a.turn(msgs[i:j], in.SummarySeq))
+		turns = append(turns, a.turn(msgs[i:j], in.SummarySeq, in.NoImages))
 		i = j
 	}
 	for k := 0; k < len(turns)-1; k++ {
@@ -320,6 +324,7 @@ type item struct {
 	cost       int      // tokens, MessageOverhead included
 	full       string
 	fullTokens int // tool results and user messages: the stored content and its tokens
+	images     int // a user message: the tokens of its images (never cut)
 }
 
 type turn struct {
@@ -351,7 +356,7 @@ func (a *assembler) tokens(m *store.Message, calls []llm.ToolCall) int {
 }
 
 // turn pairs the tool results of msgs with their calls and cuts long results.
-func (a *assembler) turn(msgs []store.Message, summarySeq int64) turn {
+func (a *assembler) turn(msgs []store.Message, summarySeq int64, noImages bool) turn {
 	t := turn{msgs: msgs, items: make([]item, 0, len(msgs))}
 	paired := make([]bool, len(msgs))
 	for i := range msgs {
@@ -368,7 +373,7 @@ func (a *assembler) turn(msgs []store.Message, summarySeq int64) turn {
 			t.cuts = append(t.cuts, Cut{Seq: m.Seq, Reason: "unreadable tool calls: " + err.Error()})
 			calls = nil
 		}
-		if m.Content == "" && len(calls) == 0 {
+		if m.Content == "" && len(calls) == 0 && len(m.Attachments) == 0 {
 			reason := "empty message"
 			if m.Status == store.StatusError {
 				reason = "failed message with no content"
@@ -379,7 +384,10 @@ func (a *assembler) turn(msgs []store.Message, summarySeq int64) turn {
 		n := a.tokens(m, calls)
 		it := item{msg: llm.Message{Role: m.Role, Content: m.Content, ToolCalls: calls}, seq: m.Seq, cost: n + MessageOverhead}
 		if m.Role == store.RoleUser {
-			it.full, it.fullTokens = m.Content, n
+			// Attached files travel with their message: a turn is kept or dropped whole.
+			msg, extra, images := a.withAttachments(m, noImages)
+			it.msg, it.cost, it.images = msg, it.cost+extra+images, images
+			it.full, it.fullTokens = msg.Content, n+extra
 		}
 		t.add(it)
 		if m.Role != store.RoleAssistant {
@@ -510,10 +518,10 @@ func (a *assembler) squeeze(t *turn, avail int) {
 		return
 	}
 	it := &t.items[u]
-	target := max(minimal, it.cost-(t.cost-avail))
-	text, n := shrink(a.tok, it.full, it.fullTokens, target-MessageOverhead, 0.5)
-	t.cost += n + MessageOverhead - it.cost
-	it.msg.Content, it.cost = text, n+MessageOverhead
+	target := max(minimal+it.images, it.cost-(t.cost-avail))
+	text, n := shrink(a.tok, it.full, it.fullTokens, target-MessageOverhead-it.images, 0.5)
+	t.cost += n + it.images + MessageOverhead - it.cost
+	it.msg.Content, it.cost = text, n+it.images+MessageOverhead
 	t.setCut(it.seq, fmt.Sprintf("window overflow: newest user message cut %d → %d tokens", it.fullTokens, n))
 }
 
