@@ -113,6 +113,7 @@ const (
 	ZoneSummary      = "summary"
 	ZoneHistory      = "history"
 	ZoneResults      = "tool_results" // tool messages of the history
+	ZoneFiles        = "files"        // files attached to user messages of the history (text and images)
 	ZoneTools        = "tools"        // the offered tools' definitions
 	ZoneDropped      = "dropped"      // turns in neither the request nor the summary (only when there are some)
 	ZoneTotal        = "total"
@@ -246,7 +247,7 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 	if summaryText != "" {
 		out = append(out, llm.Message{Role: llm.RoleSystem, Content: SummaryHeader + summaryText})
 	}
-	history, results, dropped := 0, 0, 0
+	history, results, files, dropped := 0, 0, 0, 0
 	wire := wireIDs{byKey: map[string]string{}, taken: map[string]bool{}}
 	for k := range turns {
 		t := &turns[k]
@@ -269,6 +270,7 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 		}
 		history += t.cost
 		for _, it := range t.items {
+			files += it.files
 			if it.msg.Role == llm.RoleTool {
 				results += it.cost
 				it.msg.ToolCallID = wire.byKey[it.key]
@@ -299,10 +301,13 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 		{Name: ZonePinned, Tokens: pinnedTokens, Budget: b.Pinned},
 		{Name: ZoneInstructions, Tokens: instrTokens, Budget: b.Pinned},
 		{Name: ZoneSummary, Tokens: summaryTokens, Budget: b.Summary},
-		{Name: ZoneHistory, Tokens: history - results, Budget: avail},
+		{Name: ZoneHistory, Tokens: history - results - files, Budget: avail},
 		{Name: ZoneResults, Tokens: results},
 		{Name: ZoneTools, Tokens: toolTokens},
 		{Name: ZoneTotal, Tokens: fixed + history, Budget: limit},
+	}
+	if files > 0 {
+		rep.Zones = slices.Insert(rep.Zones, 5, Zone{Name: ZoneFiles, Tokens: files})
 	}
 	if len(rep.Dropped) > 0 {
 		rep.Zones = slices.Insert(rep.Zones, len(rep.Zones)-1, Zone{Name: ZoneDropped, Tokens: dropped})
@@ -325,6 +330,7 @@ type item struct {
 	full       string
 	fullTokens int // tool results and user messages: the stored content and its tokens
 	images     int // a user message: the tokens of its images (never cut)
+	files      int // a user message: the tokens of its attachments as sent
 }
 
 type turn struct {
@@ -386,7 +392,7 @@ func (a *assembler) turn(msgs []store.Message, summarySeq int64, noImages bool) 
 		if m.Role == store.RoleUser {
 			// Attached files travel with their message: a turn is kept or dropped whole.
 			msg, extra, images := a.withAttachments(m, noImages)
-			it.msg, it.cost, it.images = msg, it.cost+extra+images, images
+			it.msg, it.cost, it.images, it.files = msg, it.cost+extra+images, images, extra+images
 			it.full, it.fullTokens = msg.Content, n+extra
 		}
 		t.add(it)
@@ -522,6 +528,7 @@ func (a *assembler) squeeze(t *turn, avail int) {
 	text, n := shrink(a.tok, it.full, it.fullTokens, target-MessageOverhead-it.images, 0.5)
 	t.cost += n + it.images + MessageOverhead - it.cost
 	it.msg.Content, it.cost = text, n+it.images+MessageOverhead
+	it.files = min(it.files, n+it.images) // the cut may have taken text files
 	t.setCut(it.seq, fmt.Sprintf("window overflow: newest user message cut %d → %d tokens", it.fullTokens, n))
 }
 

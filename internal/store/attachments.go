@@ -199,3 +199,13 @@ func (db *DB) messageAttachments(ctx context.Context, sessionID string, messageI
 	}
 	return out, nil
 }
+
+// CountUnsentAttachments counts owner's uploads that no message uses yet.
+func (db *DB) CountUnsentAttachments(ctx context.Context, owner int64) (int, error) {
+	var n int
+	err := db.pool.QueryRowContext(ctx, `SELECT count(*) FROM attachments WHERE owner_id = ? AND message_id IS NULL`, owner).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("store: count unsent attachments: %w", err)
+	}
+	return n, nil
+}
