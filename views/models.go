@@ -75,7 +75,7 @@ type Message struct {
 	// a placeholder instead, which FrameRunLink fills when the live run has ended.
 	SessionID, RunID string
 	RunPending       bool
-	Target           bool // the message a search result opened the chat at (highlighted)
+	Target           bool   // the message a search result opened the chat at (highlighted)
 	Files            []File // a user message's attached files
 }
 
