@@ -23,8 +23,12 @@ import (
 func pngImage(tb testing.TB, w, h int) []byte {
 	tb.Helper()
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	for x := 0; x < w; x++ {
-		img.Set(x, 0, color.RGBA{R: uint8(x), G: 80, B: 160, A: 255})
+	seed := uint32(1)
+	for y := 0; y < min(h, 256); y++ { // noise, so the file has some size
+		for x := 0; x < min(w, 256); x++ {
+			seed = seed*1664525 + 1013904223
+			img.Set(x, y, color.RGBA{R: uint8(seed >> 24), G: uint8(seed >> 16), B: 160, A: 255})
+		}
 	}
 	var b bytes.Buffer
 	if err := png.Encode(&b, img); err != nil {
@@ -83,7 +87,7 @@ func TestAttachedFilesReachTheModel(t *testing.T) {
 	admin := env.setup()
 	admin.addProvider("Fake", env.llm.URL(), "fake-model vision", "")
 	id := admin.newSession()
-	pic := pngImage(t, 40, 30)
+	pic := pngImage(t, 64, 48)
 	img := admin.uploadOK(id, "chart.png", pic)
 	if img.Kind != "image" || img.MIME != "image/png" || img.Size != int64(len(pic)) || img.Tokens <= 0 {
 		t.Fatalf("image upload = %+v", img)
@@ -96,7 +100,9 @@ func TestAttachedFilesReachTheModel(t *testing.T) {
 	env.llm.Enqueue(llmtest.Reply{Text: []string{"A blue chart."}})
 	ws := admin.dial(id)
 	ws.sendFiles("What is this?", img.ID, doc.ID)
-	frames := strings.Join(ws.until(finalMarker), "")
+	all := ws.until(`data-testid="run-link"`)
+	runs := runLinks(t, all[len(all)-1])
+	frames := strings.Join(all, "")
 	if !strings.Contains(frames, `data-testid="file-thumb"`) || !strings.Contains(frames, `data-testid="file-chip"`) {
 		t.Errorf("the live user message shows no files: %.2000s", frames)
 	}
@@ -110,6 +116,21 @@ func TestAttachedFilesReachTheModel(t *testing.T) {
 	wantText := "Attached file \"notes.md\" (text/markdown, 25 bytes):\n````\n# Plan\n\n```go\nx := 1\n```\n````\n\nWhat is this?"
 	if user.Content != wantText {
 		t.Errorf("text sent =\n%q\nwant\n%q", user.Content, wantText)
+	}
+
+	// The run records the request exactly as sent; its viewer folds the image.
+	if len(runs) != 1 {
+		t.Fatalf("run links %v", runs)
+	}
+	run := openRun(t, admin, id, runs[0])
+	b64 := base64.StdEncoding.EncodeToString(pic)
+	if strings.Contains(run.body, b64[:2000]) || !strings.Contains(run.body, "data:image/png;base64,["+itoa(int64(len(b64)))+" base64 characters") {
+		t.Errorf("the run viewer does not fold the image (%d bytes of page)", len(run.body))
+	}
+	export := admin.get("/runs/" + runs[0] + "/export")
+	wantStatus(t, export, http.StatusOK)
+	if !strings.Contains(export.body, wantURL) {
+		t.Error("the run's export lacks the image as sent")
 	}
 
 	page := admin.get("/s/" + id).body
