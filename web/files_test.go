@@ -16,7 +16,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"atrium/internal/app"
+	"atrium/internal/config"
 	"atrium/internal/llm/llmtest"
+	"atrium/internal/testkit"
 )
 
 // pngImage is a w×h PNG.
@@ -268,5 +271,33 @@ func TestDeletedChatLeavesNoFileBytes(t *testing.T) {
 	}
 	if bytes.Contains(env.dbFiles(), []byte(secret)) {
 		t.Error("the deleted chat's file is still in the database files")
+	}
+}
+
+// Memory extraction reads the user's own words only: a file's text is not among them
+// (it is not the user saying it).
+func TestExtractionIgnoresFileText(t *testing.T) {
+	env := newTestEnvConfig(t, app.Options{}, func(c *config.Config) { c.MemoryExtraction = true })
+	admin := env.setup()
+	admin.addProvider("Fake", env.llm.URL(), "fake-model", "")
+	id := admin.newSession()
+	f := admin.uploadOK(id, "bio.txt", []byte("My name is Mallory and I live in Oslo."))
+	env.llm.Enqueue(llmtest.Reply{Text: []string{"Noted."}}, llmtest.Reply{Text: []string{`{"actions":[]}`}})
+	ws := admin.dial(id)
+	ws.sendFiles("I prefer short answers.", f.ID)
+	ws.until(finalMarker)
+	testkit.Eventually(t, 5*time.Second, "the extraction call", func() bool {
+		for _, r := range env.llm.Requests() {
+			if strings.Contains(r.Chat.LastUser(), "USER MESSAGE:") {
+				return true
+			}
+		}
+		return false
+	})
+	for _, r := range env.llm.Requests() {
+		u := r.Chat.LastUser()
+		if strings.Contains(u, "USER MESSAGE:") && (strings.Contains(u, "Mallory") || !strings.Contains(u, "I prefer short answers.")) {
+			t.Errorf("extraction input = %q", u)
+		}
 	}
 }
