@@ -10,6 +10,7 @@ import (
 	"image/png"
 	"mime/multipart"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -299,5 +300,75 @@ func TestExtractionIgnoresFileText(t *testing.T) {
 		if strings.Contains(u, "USER MESSAGE:") && (strings.Contains(u, "Mallory") || !strings.Contains(u, "I prefer short answers.")) {
 			t.Errorf("extraction input = %q", u)
 		}
+	}
+}
+
+// A chat's JSON export carries its files (name, type, base64 bytes); importing it into
+// another account stores them again, checked like uploads, with the message they came
+// with; a file that is not what an upload may be fails the whole import.
+func TestFilesExportImportRoundTrip(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	admin.addProvider("Fake", env.llm.URL(), "fake-model vision", "")
+	id := admin.newSession()
+	pic := pngImage(t, 10, 10)
+	img := admin.uploadOK(id, "p.png", pic)
+	doc := admin.uploadOK(id, "a.csv", []byte("x,y\n1,2\n"))
+	ws := admin.dial(id)
+	ws.sendFiles("see", img.ID, doc.ID)
+	ws.until(finalMarker)
+
+	export := admin.get("/s/" + id + "/export")
+	wantStatus(t, export, http.StatusOK)
+	var doc1 struct {
+		Chats []struct {
+			Messages []struct {
+				Role  string
+				Files []struct {
+					Name, Type string
+					Data       []byte
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(export.body), &doc1); err != nil {
+		t.Fatal(err)
+	}
+	files := doc1.Chats[0].Messages[0].Files
+	if len(files) != 2 || files[0].Name != "p.png" || files[0].Type != "image/png" || !bytes.Equal(files[0].Data, pic) ||
+		files[1].Type != "text/csv" || string(files[1].Data) != "x,y\n1,2\n" {
+		t.Fatalf("exported files = %+v", files)
+	}
+	if md := admin.get("/s/" + id + "/export?format=md").body; !strings.Contains(md, "*Attached: p.png (image/png, ") {
+		t.Errorf("markdown export lacks the file line")
+	}
+
+	bob := env.user(admin, "bob")
+	wantStatus(t, bob.postFile("/sessions/import", "file", export.body), http.StatusSeeOther)
+	sessions, err := env.db.OwnerSessions(context.Background(), env.userID("bob"))
+	if err != nil || len(sessions) != 1 {
+		t.Fatalf("bob's chats: %v %v", sessions, err)
+	}
+	page := bob.get("/s/" + sessions[0].ID).body
+	m := regexp.MustCompile(`src="/files/([0-9a-f-]+)"`).FindStringSubmatch(page)
+	if m == nil || !strings.Contains(page, "a.csv") {
+		t.Fatalf("the imported chat shows no files")
+	}
+	if r := bob.get("/files/" + m[1]); r.body != string(pic) || r.Header.Get("Content-Type") != "image/png" {
+		t.Errorf("imported image served as %v", r.Header)
+	}
+	wantStatus(t, admin.get("/files/"+m[1]), http.StatusNotFound)
+
+	// A file an upload would refuse (binary, "type" lying) fails the import, naming it.
+	bad := regexp.MustCompile(`("type":\s*"text/csv",\s*"data":\s*")`).ReplaceAllString(export.body, "${1}AAECAwQF")
+	if bad == export.body {
+		t.Fatal("the test could not alter the export")
+	}
+	r := bob.postFile("/sessions/import", "file", bad)
+	if !strings.Contains(r.body, "chat 1, message 1: file 2: ") || !strings.Contains(r.body, "Nothing was imported") {
+		t.Errorf("bad file import: %d %.400s", r.StatusCode, r.body)
+	}
+	if sessions, _ := env.db.OwnerSessions(context.Background(), env.userID("bob")); len(sessions) != 1 {
+		t.Errorf("a failed import stored %d chats", len(sessions)-1)
 	}
 }

@@ -209,3 +209,8 @@ func (db *DB) CountUnsentAttachments(ctx context.Context, owner int64) (int, err
 	}
 	return n, nil
 }
+
+// MessageFiles is MessageAttachments with the files' data (a chat's export).
+func (db *DB) MessageFiles(ctx context.Context, sessionID string, messageIDs []int64) (map[int64][]Attachment, error) {
+	return db.messageAttachments(ctx, sessionID, messageIDs, true)
+}
