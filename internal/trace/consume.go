@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"atrium/internal/agent"
+	"atrium/internal/llm"
 	"atrium/internal/store"
 )
 
@@ -126,13 +128,13 @@ func (c *Consumer) record(lr *liveRun, ev agent.Event) error {
 				return nil
 			}
 			err = lr.model.EndAt(ctx, ev.At, spanStatus("", ev.Err), ev.Err, resp.Usage.InputTokens, resp.Usage.OutputTokens,
-				ModelRequest{Request: *ev.Request, HTTP: redactWire(ev.Wire), Purpose: ev.Purpose, Response: resp})
+				ModelRequest{Request: builtRequest(ev), HTTP: redactWire(ev.Wire), Purpose: ev.Purpose, Response: resp})
 			lr.model = nil
 			return err
 		}
 		if lr.model != nil {
 			err = lr.model.EndAt(ctx, ev.At, spanStatus("", ev.Err), ev.Err, resp.Usage.InputTokens, 0,
-				ModelRequest{Request: *ev.Request, HTTP: redactWire(ev.Wire)})
+				ModelRequest{Request: builtRequest(ev), HTTP: redactWire(ev.Wire)})
 			lr.model = nil
 		}
 		return errors.Join(err, write(span{kind: KindModelResponse, name: ev.Model, data: resp, err: ev.Err,
@@ -216,4 +218,30 @@ func rawJSON(s string) any {
 		return json.RawMessage(s)
 	}
 	return s
+}
+
+// builtRequest is the request as built, for a model_request span. When the wire
+// capture has the body, the images' bytes are left out of it (their media types
+// stay): the body holds them exactly as sent, and a second copy of each image
+// doubled the span's size and the time to store it.
+func builtRequest(ev agent.Event) llm.Request {
+	req := *ev.Request
+	if ev.Wire == nil {
+		return req
+	}
+	cloned := false
+	for i, m := range req.Messages {
+		if len(m.Images) == 0 {
+			continue
+		}
+		if !cloned { // the event's request is shared with other consumers
+			req.Messages, cloned = slices.Clone(req.Messages), true
+		}
+		imgs := make([]llm.Image, len(m.Images))
+		for k, img := range m.Images {
+			imgs[k] = llm.Image{MediaType: img.MediaType}
+		}
+		req.Messages[i].Images = imgs
+	}
+	return req
 }
