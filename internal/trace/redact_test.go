@@ -134,7 +134,7 @@ func TestRedactionInStoredRows(t *testing.T) {
 func TestRedactSkipsImageBase64(t *testing.T) {
 	r := trace.NewRedactor()
 	run := strings.Repeat("QUtleUtFWWtleQ+/", 200) // base64 with "key" and "KEY" in it
-	token := strings.Repeat("abcDEF123", 200)        // a long bearer token: still a credential
+	token := strings.Repeat("abcDEF123", 200)      // a long bearer token: still a credential
 	in := `{"auth":"Bearer ` + token + `","url":"data:image/png;base64,` + run + `==","k":"sk-abcdefghijklmnopqrstuv","data":"` + run + `"}`
 	got := r.String(in)
 	want := `{"auth":"Bearer [REDACTED]","url":"data:image/png;base64,` + run + `==","k":"[REDACTED]","data":"` + run + `"}`
