@@ -1,10 +1,13 @@
 package trace
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -131,6 +134,90 @@ func RebuildLLMRequests(spans []SpanInfo) ([]llm.Request, error) {
 	out := make([]llm.Request, len(reqs))
 	for i, mr := range reqs {
 		out[i] = mr.Request
+		if mr.HTTP != nil && missingImageData(mr.Request) {
+			// The span keeps image bytes only in the wire body (see builtRequest).
+			body, err := mr.HTTP.RawBody()
+			if err != nil {
+				return nil, err
+			}
+			if err := fillImages(&out[i], body); err != nil {
+				return nil, fmt.Errorf("trace: model request %d: %w", i+1, err)
+			}
+		}
 	}
 	return out, nil
+}
+
+func missingImageData(req llm.Request) bool {
+	for _, m := range req.Messages {
+		for _, img := range m.Images {
+			if img.Data == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fillImages gives the images of req their bytes from the wire body, in order: an
+// OpenAI-compatible body's image_url parts (data: URLs) or an Anthropic body's base64
+// image blocks.
+func fillImages(req *llm.Request, body []byte) error {
+	var doc any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return fmt.Errorf("read the body's images: %w", err)
+	}
+	var found [][]byte
+	var walk func(v any) error
+	walk = func(v any) error {
+		switch x := v.(type) {
+		case []any:
+			for _, e := range x {
+				if err := walk(e); err != nil {
+					return err
+				}
+			}
+		case map[string]any:
+			var enc string
+			switch x["type"] {
+			case "image_url":
+				u, _ := x["image_url"].(map[string]any)
+				url, _ := u["url"].(string)
+				_, enc, _ = strings.Cut(url, ";base64,")
+			case "image":
+				src, _ := x["source"].(map[string]any)
+				enc, _ = src["data"].(string)
+			default:
+				for _, k := range []string{"messages", "content"} {
+					if err := walk(x[k]); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			data, err := base64.StdEncoding.DecodeString(enc)
+			if err != nil {
+				return fmt.Errorf("an image in the body is not base64: %w", err)
+			}
+			found = append(found, data)
+		}
+		return nil
+	}
+	if err := walk(doc); err != nil {
+		return err
+	}
+	n := 0
+	req.Messages = slices.Clone(req.Messages)
+	for i := range req.Messages {
+		imgs := slices.Clone(req.Messages[i].Images)
+		for k := range imgs {
+			if n >= len(found) {
+				return errors.New("the body has fewer images than the request")
+			}
+			imgs[k].Data = found[n]
+			n++
+		}
+		req.Messages[i].Images = imgs
+	}
+	return nil
 }
