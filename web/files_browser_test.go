@@ -68,6 +68,7 @@ func TestBrowserAttachImage(t *testing.T) {
 		wait(`document.querySelectorAll("[data-testid=file-attachment-chip]").length === 2`),
 		wait(`[...document.querySelectorAll("[data-testid=file-attachment-chip]")].map(c => c.textContent).join("|").includes("photo.png · ")`),
 	)
+	shot(t, ctx, "files-chips")
 	steps("send",
 		chromedp.SendKeys(chromedp.CSS(`[data-testid=composer]`), "What is in the picture?"),
 		chromedp.KeyEvent(kb.Enter),
@@ -76,6 +77,7 @@ func TestBrowserAttachImage(t *testing.T) {
 		wait(`document.querySelector("#msg-1 [data-testid=file-chip]")?.textContent.includes("table.csv")`),
 		wait(`document.querySelectorAll("[data-testid=file-attachment-chip]").length === 0`),
 	)
+	shot(t, ctx, "files-sent")
 
 	user := env.llm.LastRequest().Chat.Messages
 	last := user[len(user)-1]
@@ -113,4 +115,19 @@ func TestBrowserAttachImage(t *testing.T) {
 		return err == nil && n == 0
 	})
 	problems.Check(t)
+}
+
+// shot saves a PNG of the page into $E2E_SCREENSHOTS, when set, for a person to look at.
+func shot(t *testing.T, ctx context.Context, name string) {
+	dir := os.Getenv("E2E_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644)
+	}
+	if err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+	}
 }
