@@ -73,7 +73,7 @@
     if (e.isComposing || e.keyCode === 229) return;
     e.preventDefault();
     if (pickFirstPrompt(ta)) return;
-    if (ta.value.trim() === '') return;
+    if (ta.value.trim() === '' && ta.required) return; // not required: files go alone
     checkSize(ta);
     ta.form.requestSubmit();
   });

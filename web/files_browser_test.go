@@ -114,6 +114,16 @@ func TestBrowserAttachImage(t *testing.T) {
 		n, err := env.db.CountUnsentAttachments(context.Background(), 1)
 		return err == nil && n == 0
 	})
+	// Files alone: Enter in the empty composer sends them.
+	env.llm.Enqueue(llmtest.Reply{Text: llmtest.Words("Another one.")})
+	steps("send an image alone",
+		chromedp.SetUploadFiles(chromedp.CSS(`#file-input`), []string{picPath}),
+		wait(`document.querySelectorAll("[data-testid=file-attachment-chip]").length === 1`),
+		chromedp.Focus(chromedp.CSS(`[data-testid=composer]`)),
+		chromedp.KeyEvent(kb.Enter),
+		wait(`document.querySelector("#msg-4")?.dataset.status === "complete"`),
+		wait(`document.querySelector("#msg-3 [data-testid=file-thumb] img")?.naturalWidth === 120`),
+	)
 	problems.Check(t)
 }
 
