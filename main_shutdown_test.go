@@ -13,6 +13,7 @@ import (
 
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/store"
+	"atrium/internal/store/storetest"
 )
 
 // TestShutdownSavesPartialReply: a shutdown (what SIGTERM triggers) in the middle of a
@@ -67,14 +68,18 @@ func TestShutdownSavesPartialReply(t *testing.T) {
 	if err := a.stop(); err != nil {
 		t.Fatalf("run returned %v, want nil", err)
 	}
-	sawFinal := false
+	sawFinal, sawLink := false, false
 	for f := range frames { // the socket closes after the last frames
 		if strings.Contains(f, `outerHTML:#msg-live`) && strings.Contains(f, "stopped") {
 			sawFinal = true
 		}
+		sawLink = sawLink || strings.Contains(f, `data-testid="run-link"`)
 	}
 	if !sawFinal {
 		t.Error("the browser was not told that the reply stopped")
+	}
+	if !sawLink {
+		t.Error("the stopped reply got no \"How was this answered?\" link before the socket closed")
 	}
 
 	db, err := store.Open(context.Background(), filepath.Join(a.DataDir, "atrium.db"))
@@ -89,6 +94,13 @@ func TestShutdownSavesPartialReply(t *testing.T) {
 	if len(msgs) != 2 || msgs[1].Status != store.StatusStopped || !strings.HasPrefix(msgs[1].Content, "slow words") ||
 		strings.Count(msgs[1].Content, "slow") >= 500 {
 		t.Fatalf("after shutdown the session holds %+v; want the user message and a partial stopped reply", msgs)
+	}
+	// The recording's queue was drained before the database closed: the run ended
+	// stopped, with its spans, not left running for the next start to close.
+	if got := storetest.Strings(t, db, `SELECT status || ' ' || (SELECT group_concat(kind, ',') FROM
+		(SELECT kind FROM spans WHERE run_id = runs.id ORDER BY seq)) FROM runs`); len(got) != 1 ||
+		!strings.HasPrefix(got[0], "stopped memory,context,tool_selection,model_request,model_response,final") {
+		t.Errorf("after shutdown the runs are %q; want one stopped run with its spans up to the final reply", got)
 	}
 }
 

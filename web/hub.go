@@ -222,8 +222,9 @@ func (r *room) flushPending() {
 }
 
 // RunLinks is the sink that fills a live reply's run-link placeholder when its run
-// has ended. Subscribe it after the trace recorder, so that the run it links to is
-// stored whole when the link appears (the hub itself comes first, for latency).
+// has ended. Give it to the trace consumer as a sink that follows the recording,
+// so that the run it links to is stored whole when the link appears (the hub
+// itself comes first, for latency).
 func (h *Hub) RunLinks() agent.Sink { return runLinks{h} }
 
 type runLinks struct{ h *Hub }

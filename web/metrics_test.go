@@ -3,6 +3,8 @@ package web_test
 import (
 	"io"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +44,8 @@ func TestMetrics(t *testing.T) {
 	env := newTestEnvConfig(t, app.Options{}, func(c *config.Config) { c.MetricsToken = metricsToken })
 	admin := env.setup()
 	admin.addProvider("Fake", env.llm.URL(), "fake-model", "")
+	wantStatus(t, admin.post("/settings/mcp", url.Values{"name": {"remote"}, "transport": {"http"}, "url": {"http://127.0.0.1:1/mcp"}}),
+		http.StatusSeeOther)
 	id := admin.newSession()
 	for _, auth := range []string{"", "Bearer wrong-token-0123456789", metricsToken, "Bearer " + metricsToken + "x"} {
 		if code, body := scrape(t, env, auth); code != http.StatusUnauthorized || strings.Contains(body, "atrium_") {
@@ -73,6 +77,10 @@ func TestMetrics(t *testing.T) {
 		if _, body = scrape(t, env, "Bearer "+metricsToken); strings.Contains(body, want[len(want)-2]) {
 			break
 		}
+	}
+	// An MCP server that cannot be reached counts in its state.
+	if !regexp.MustCompile(`(?m)^atrium_mcp_servers\{state="(connecting|failed)"\} 1$`).MatchString(body) {
+		t.Errorf("the unreachable MCP server is not counted by state:\n%s", body)
 	}
 	for _, w := range want {
 		if !strings.Contains(body, w) {

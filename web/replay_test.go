@@ -48,7 +48,10 @@ func (r *replayEnv) turn(t *testing.T, text string) {
 	t.Helper()
 	ws := r.admin.dial(r.sid)
 	ws.send(text)
-	ws.until(finalMarker)
+	// The reply's run link comes once its run is stored (the recording writes in
+	// the background): only then is the newest run of the chat this turn's. The
+	// link swapped in live, not one of the earlier replies' in the snapshot.
+	ws.until(`data-testid="run-link" hx-swap-oob="outerHTML"`)
 	ctx := context.Background()
 	u, err := r.env.db.UserByUsername(ctx, "admin")
 	if err != nil {

@@ -277,3 +277,48 @@ func TestRunPagePinsTheRun(t *testing.T) {
 		t.Error("the run page does not show the run pinned")
 	}
 }
+
+// The viewer shows what the context left out and why, the tools offered out of all
+// the ranked ones, and the memory hits with their scores, each escaped.
+func TestRunViewerShowsCutsOfferedAndMemoryHits(t *testing.T) {
+	env, admin, id := chatEnv(t)
+	ctx := context.Background()
+	run, err := env.app.Recorder.StartRun(ctx, "run-cuts", id, env.userID("admin"), "fake-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	steps := []struct {
+		kind, name string
+		data       any
+	}{
+		{"memory", "recall", map[string]any{"hits": []map[string]any{{"id": "mem-<b>1</b>", "kind": "fact", "score": 0.913}}}},
+		{"context", "step 1", map[string]any{
+			"zones":    []contextwin.Zone{{Name: "pinned", Tokens: 790, Budget: 800}, {Name: "history", Tokens: 1200, Budget: 1500}},
+			"cut":      []contextwin.Cut{{Seq: 3, Reason: "tool result over 2000 tokens: <head> and tail kept"}},
+			"included": []int64{1, 2, 3}, "memories": 1}},
+		{"tool_selection", "ranked", map[string]any{"Offered": []string{"calculator"}, "Reason": "ranked",
+			"Scores": map[string]float64{"calculator": 0.81, "datetime": 0.12}}},
+	}
+	for _, s := range steps {
+		if err := run.Record(ctx, s.kind, s.name, s.data, at, "", nil, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := run.End(ctx, "", nil, 10, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	r := openRun(t, admin, id, "run-cuts")
+	wantStatus(t, r, http.StatusOK)
+	for _, want := range []string{
+		`data-testid="span-zones"`, `<td>history</td><td>1200</td><td>1500</td>`,
+		`data-testid="span-cuts"`, `<td>3</td><td>tool result over 2000 tokens: &lt;head&gt; and tail kept</td>`,
+		`data-testid="span-offered">Offered (ranked): calculator`,
+		`data-testid="span-ranked"`, `<td>datetime</td><td>0.120</td><td>no</td>`,
+		`mem-&lt;b&gt;1&lt;/b&gt;`, `0.913`,
+	} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("run page lacks %s", want)
+		}
+	}
+}

@@ -147,4 +147,9 @@ type RunTotals struct {
 	OutputTokens int
 	Steps        int
 	StartedAt    time.Time
+	// The memory hit rate's turn: MemoryLookup when the long-term memory was
+	// searched for it (memory on, the lookup answered), MemoryUsed when at least
+	// one memory it found was in the context the model was sent (not all cut by
+	// the pinned zone's budget).
+	MemoryLookup, MemoryUsed bool
 }

@@ -70,6 +70,7 @@ func (t *turn) recall(ctx context.Context) {
 	res, err := a.Memory.Search(rctx, t.s.OwnerID, t.query, maxRecalled)
 	cancel()
 	rec := &MemoryRecall{LexicalOnly: res.LexicalOnly, VectorErr: res.VectorErr, Err: err}
+	t.memoryLookup = err == nil
 	for _, h := range res.Hits {
 		line := fmt.Sprintf("%s (%s)", h.Text, h.UpdatedAt.Format(time.DateOnly))
 		if h.Kind == memory.KindPreference {

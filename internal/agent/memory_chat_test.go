@@ -303,9 +303,13 @@ func TestExtractionIsTraced(t *testing.T) {
 	if err := json.Unmarshal(ext[0].Data, &data); err != nil {
 		t.Fatal(err)
 	}
-	if len(data.Request.Messages) != 2 || !strings.Contains(data.Request.Messages[0].Content, "long-term memory") ||
-		!strings.Contains(data.Request.Messages[1].Content, "USER MESSAGE:\nMy kayak is called Zephyrine.") {
-		t.Errorf("recorded request %+v", data.Request)
+	built, err := data.Built() // read back from the wire body, stored once
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(built.Messages) != 2 || !strings.Contains(built.Messages[0].Content, "long-term memory") ||
+		!strings.Contains(built.Messages[1].Content, "USER MESSAGE:\nMy kayak is called Zephyrine.") {
+		t.Errorf("recorded request %+v", built)
 	}
 	if data.HTTP == nil || !bytes.Contains([]byte(data.HTTP.Body), []byte("long-term memory")) {
 		t.Errorf("the request as sent on the wire is missing: %+v", data.HTTP)

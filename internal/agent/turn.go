@@ -33,6 +33,8 @@ type turn struct {
 	// recalled long-term memories for the pinned zone, one line each with its date
 	preferences, memories []string
 	recalled              []string // their ids, marked used when the run ends
+	memoryLookup          bool     // the lookup for this turn answered (hits or none)
+	memoryUsed            bool     // a step's context held at least one recalled memory
 	memoryRequest         bool     // the message was an explicit "remember"/"forget", already acted on
 	memoryOn, extractOn   bool     // see memorySettings
 	askFirst              bool     // extraction suggests instead of writing
@@ -84,7 +86,8 @@ func (t *turn) end() {
 		cancel()
 	}
 	t.emit(Event{Kind: EventRunEnded, Totals: &RunTotals{Status: t.final.Status, Error: t.final.Error,
-		InputTokens: t.inTok, OutputTokens: t.outTok, Steps: t.steps, StartedAt: t.started}})
+		InputTokens: t.inTok, OutputTokens: t.outTok, Steps: t.steps, StartedAt: t.started,
+		MemoryLookup: t.memoryLookup, MemoryUsed: t.memoryUsed}})
 }
 
 // stopped marks the final message stopped when ctx was cancelled (Stop, shutdown, lost
@@ -237,6 +240,7 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 	}
 
 	took := a.Now().Sub(started)
+	t.memoryUsed = t.memoryUsed || report.Memories > 0
 	t.emit(Event{Kind: EventContext, Report: &report, Duration: took})
 	t.emit(Event{Kind: EventToolsSelected, Selection: &sel, Duration: took})
 	return llm.Request{Model: t.model, Messages: llmMsgs, Tools: specs}, nil

@@ -38,6 +38,7 @@ type App struct {
 	Store     *store.DB
 	Keys      *crypto.Keyring
 	Recorder  *trace.Recorder
+	Recording *trace.Consumer // records the agent's runs through Recorder, off the turn's path
 	Providers *providers.Catalog
 	Tools     *tools.Registry
 	Memory    *memory.Service
@@ -59,7 +60,7 @@ type Options struct {
 	Log   *slog.Logger     // nil: discard
 	Now   func() time.Time // the web layer's clock (logins, rate limits); nil: time.Now
 	Tools []tools.Tool     // more tools, registered after the built-ins
-	Sinks []agent.Sink     // more consumers of the agent's events, after the hub and the recorder
+	Sinks []agent.Sink     // more consumers of the agent's events: each event reaches them once the recording has written it
 	// Agent overrides the agent's settings field by field (zero fields keep the
 	// values derived from Config).
 	Agent agent.Config
@@ -186,10 +187,12 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 		grace = 15 * time.Second
 	}
 	a.Hub = web.NewHub(web.HubConfig{Interval: hubInterval, StopUnwatched: a.Agent.Stop, Grace: grace, Log: log})
-	// The event stream's consumers: what the user sees first, then the recording.
+	// The event stream's consumers: what the user sees first, then the recording,
+	// which writes in the background and passes each event on to the run links (a
+	// reply's link appears once its run is stored) and the Sinks once it is written.
 	a.Agent.Subscribe(a.Hub)
-	a.Agent.Subscribe(trace.NewConsumer(a.Recorder, log))
-	a.Agent.Subscribe(a.Hub.RunLinks())
+	a.Recording = trace.NewConsumer(a.Recorder, log, append([]agent.Sink{a.Hub.RunLinks()}, o.Sinks...)...)
+	a.Agent.Subscribe(a.Recording)
 	// Runs from before the rollups existed are rolled up once, before any new run.
 	if ok, err := db.BackfillActivity(ctx, activityBackfill); err != nil {
 		log.Warn("activity: could not roll up earlier runs; Settings → Activity starts from now", "err", err)
@@ -223,9 +226,6 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 		if cfg.MetricsToken != "" {
 			metricsOnMain = a.Metrics.Handler(cfg.MetricsToken)
 		}
-	}
-	for _, s := range o.Sinks {
-		a.Agent.Subscribe(s)
 	}
 
 	a.Web = web.New(web.Deps{Config: cfg, Store: db, Keys: keys, Agent: a.Agent, Hub: a.Hub, Providers: a.Providers,
@@ -365,7 +365,8 @@ func (a *App) Handler() http.Handler { return a.Web.Handler() }
 // happens. Then stop the HTTP server and Close.
 func (a *App) Shutdown(ctx context.Context) error {
 	err := a.Agent.Shutdown(ctx)
-	a.Activity.Close() // after the runs: their last rollups are written
+	a.Recording.Close() // after the runs: their recording is written
+	a.Activity.Close()  // after the runs: their last rollups are written
 	a.stopPurge()
 	<-a.purged
 	a.MCP.Close()
@@ -376,6 +377,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 // Close closes the database and gives up the instance lock. Call it after Shutdown,
 // once no request is served.
 func (a *App) Close() error {
+	if a.Recording != nil {
+		a.Recording.Close() // nothing is queued after Shutdown; without it, this drains
+	}
 	err := a.Store.Close()
 	a.lock.close()
 	return err

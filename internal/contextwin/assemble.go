@@ -144,6 +144,10 @@ type Report struct {
 	// the request, so the caller folds first or shows them as dropped.
 	Dropped     []int64
 	Interrupted []string // tool call ids whose missing result was filled in as interrupted
+	// Memories is how many recalled memories and preferences are in the pinned
+	// zone, after the budget cut any (the memory hit rate counts a turn whose
+	// context held at least one).
+	Memories int
 }
 
 // MessageOverhead is what the chat format adds to every message, in tokens.
@@ -538,6 +542,7 @@ func (a *assembler) squeeze(t *turn, avail int) {
 // many of them are the user's instructions.
 func (a *assembler) pinned(in Input, rep *Report) (string, int, int) {
 	prefs, mems := in.Preferences, in.Memories
+	defer func() { rep.Memories = len(mems) + len(prefs) }() // what is left of them
 	goal, stage := in.Goal, in.Stage
 	var instr strings.Builder
 	for _, part := range []struct{ header, text string }{

@@ -633,6 +633,9 @@ func TestAssembleInstructions(t *testing.T) {
 	if out[0].Content != want {
 		t.Fatalf("pinned zone\n%q\nwant\n%q", out[0].Content, want)
 	}
+	if rep.Memories != 2 { // the memory and the preference
+		t.Errorf("report counts %d recalled memories in the context, want 2", rep.Memories)
+	}
 	instr := (wordTok{}).Count("Instructions for this chat:\nAnswer in French.\n\nAbout the user:\nI am a nurse.\n\nHow the user wants answers:\nBe brief.")
 	if z := zone(rep, contextwin.ZoneInstructions); z.Tokens != instr {
 		t.Errorf("instructions zone %+v, want %d tokens", z, instr)
@@ -651,6 +654,9 @@ func TestAssembleInstructions(t *testing.T) {
 		if !strings.Contains(out[0].Content, kept) {
 			t.Errorf("%q cut before memories, preferences and the task: %q", kept, out[0].Content)
 		}
+	}
+	if rep.Memories != 0 { // found, but none was sent: no memory hit
+		t.Errorf("report counts %d recalled memories after all were cut", rep.Memories)
 	}
 	// Less room still: the end of the instructions is cut, and the cut says so.
 	b.Pinned = 8

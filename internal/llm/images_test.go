@@ -2,6 +2,7 @@ package llm_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"atrium/internal/llm"
@@ -73,5 +74,31 @@ func TestAnthropicImageBlocks(t *testing.T) {
 	}
 	if m := r.Chat.Messages; len(m) != 1 || len(m[0].Images) != 2 || m[0].Images[0] != "data:image/png;base64,iVBORzE=" {
 		t.Errorf("parsed = %+v", m)
+	}
+}
+
+// A recorded body with images reads back into the request it was built from, in
+// both formats (the trace keeps only the body).
+func TestParseRequestKeepsImages(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t)
+	for _, kind := range []string{llm.KindOpenAI, llm.KindAnthropic} {
+		p := newProvider(t, kind, srv, "k")
+		want := imageRequest()
+		want.Messages = append(want.Messages, llm.Message{Role: llm.RoleAssistant, Content: "ok"},
+			llm.Message{Role: llm.RoleUser, Images: []llm.Image{{MediaType: "image/gif", Data: []byte("GIF89a")}}})
+		if _, err := p.Stream(context.Background(), want, nil); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		got, err := llm.ParseRequest(kind, srv.LastRequest().Body)
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		if kind == llm.KindAnthropic {
+			want.MaxTokens = 4096
+		}
+		if g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); g != w {
+			t.Errorf("%s: parsed\n%s\nwant\n%s", kind, g, w)
+		}
 	}
 }

@@ -155,17 +155,17 @@ func (r *runRollup) add(ev agent.Event) {
 		if !ev.Result.IsError {
 			row.OK++
 		}
-	case agent.EventMemory:
-		if m := ev.Memory; m != nil && ev.MemoryWrite == nil && m.Err == nil {
-			row := r.row(r.model, store.MetricMemory, "")
-			row.N++
-			if len(m.Hits) > 0 {
-				row.OK++
-			}
-		}
 	case agent.EventError:
 		r.row(r.model, store.MetricError, errorKind(ev.Err)).N++
 	case agent.EventRunEnded:
+		if t := ev.Totals; t != nil && t.MemoryLookup {
+			// A hit: at least one memory found was in the context sent.
+			row := r.row(r.model, store.MetricMemory, "")
+			row.N++
+			if t.MemoryUsed {
+				row.OK++
+			}
+		}
 		if t := ev.Totals; t != nil {
 			row := r.row(r.model, store.MetricTurn, "")
 			row.N++

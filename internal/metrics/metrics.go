@@ -53,7 +53,7 @@ func New(g Gauges) *Metrics {
 		Help:    "Tokens per context zone (pinned, summary, history, tools, total) of each model step.",
 		Buckets: prometheus.ExponentialBuckets(64, 2, 12)}, []string{"zone"})
 	m.memoryTurns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atrium_memory_turns_total",
-		Help: "Turns with a memory lookup, by whether at least one memory was injected (hit rate = hit=\"true\" / all)."},
+		Help: "Turns with a memory lookup, by whether at least one memory it found was in the context sent (hit rate = hit=\"true\" / all)."},
 		[]string{"hit"})
 	m.runs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atrium_runs_total",
 		Help: "Finished runs (turns) by status."}, []string{"status"})
@@ -117,13 +117,12 @@ func (m *Metrics) Publish(ev agent.Event) {
 				m.contextToks.WithLabelValues(z.Name).Observe(float64(z.Tokens))
 			}
 		}
-	case agent.EventMemory:
-		if r := ev.Memory; r != nil && ev.MemoryWrite == nil && r.Err == nil {
-			m.memoryTurns.WithLabelValues(boolLabel(len(r.Hits) > 0)).Inc()
-		}
 	case agent.EventRunEnded:
-		if ev.Totals != nil {
-			m.runs.WithLabelValues(runStatus(ev.Totals.Status)).Inc()
+		if t := ev.Totals; t != nil {
+			m.runs.WithLabelValues(runStatus(t.Status)).Inc()
+			if t.MemoryLookup {
+				m.memoryTurns.WithLabelValues(boolLabel(t.MemoryUsed)).Inc()
+			}
 		}
 	}
 }

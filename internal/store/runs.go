@@ -89,17 +89,19 @@ type execer interface {
 // insertRun inserts r's row unless it exists, only when the session (if any)
 // belongs to the owner. It returns the number of rows inserted.
 func insertRun(ctx context.Context, ex execer, r RunStart) (int64, error) {
-	res, err := ex.ExecContext(ctx, `INSERT INTO runs (id, session_id, owner_id, model, status, started_at, replay_of, replay_span)
-		SELECT ?1, NULLIF(?2, ''), ?3, ?4, 'running', ?5, NULLIF(?6, ''), ?7
-		WHERE (?2 = '' OR EXISTS (SELECT 1 FROM sessions WHERE id = ?2 AND owner_id = ?3))
-			AND (?6 = '' OR EXISTS (SELECT 1 FROM runs WHERE id = ?6 AND owner_id = ?3))
-		ON CONFLICT (id) DO NOTHING`,
+	res, err := ex.ExecContext(ctx, insertRunSQL,
 		r.ID, r.SessionID, r.OwnerID, r.Model, ms(r.StartedAt), r.ReplayOf, r.ReplaySpan)
 	if err != nil {
 		return 0, err
 	}
 	return res.RowsAffected()
 }
+
+const insertRunSQL = `INSERT INTO runs (id, session_id, owner_id, model, status, started_at, replay_of, replay_span)
+		SELECT ?1, NULLIF(?2, ''), ?3, ?4, 'running', ?5, NULLIF(?6, ''), ?7
+		WHERE (?2 = '' OR EXISTS (SELECT 1 FROM sessions WHERE id = ?2 AND owner_id = ?3))
+			AND (?6 = '' OR EXISTS (SELECT 1 FROM runs WHERE id = ?6 AND owner_id = ?3))
+		ON CONFLICT (id) DO NOTHING`
 
 // CreateRun inserts run r, status running. An unknown owner, or a session that
 // does not exist or is not the owner's, is errs.NotFound; a taken id

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -60,9 +61,11 @@ func TestConsumerRecordsARunFromItsEvents(t *testing.T) {
 	for _, ev := range runEvents("run-1", f.sess) {
 		c.Publish(ev)
 	}
+	c.Close() // written once the queue is drained
 	ri, spans, err := f.rec.Run(context.Background(), f.ann.ID, "run-1")
 	mustNil(t, err)
-	if ri.Status != trace.StatusError || ri.Error != "The model call failed." || ri.InputTokens != 32 || ri.OutputTokens != 7 || ri.Steps != 2 {
+	if ri.Status != trace.StatusError || ri.Error != "The model call failed." || ri.InputTokens != 32 || ri.OutputTokens != 7 || ri.Steps != 2 ||
+		ri.Model != "m" { // from the run's first event, which records no span
 		t.Errorf("run %+v", ri)
 	}
 	var kinds []string
@@ -101,6 +104,7 @@ func TestConsumerLogsWhatItCannotRecord(t *testing.T) {
 	for _, ev := range runEvents("run-2", foreign) {
 		c.Publish(ev)
 	}
+	c.Close()
 	if n := strings.Count(logs.String(), `msg="trace: start run"`); n != 1 {
 		t.Errorf("logged %d start failures, want 1:\n%s", n, logs.String())
 	}
@@ -119,6 +123,7 @@ func TestConsumerSpansLastAsLongAsTheirEvents(t *testing.T) {
 		ev.At = ev.At.Add(-time.Minute) // the recorder is a minute behind the events
 		c.Publish(ev)
 	}
+	c.Close()
 	_, spans, err := f.rec.Run(context.Background(), f.ann.ID, "run-late")
 	mustNil(t, err)
 	resp := spans[3]
@@ -127,5 +132,51 @@ func TestConsumerSpansLastAsLongAsTheirEvents(t *testing.T) {
 	}
 	if d := resp.EndedAt.Sub(resp.StartedAt); d < 4*time.Millisecond || d > 6*time.Millisecond {
 		t.Errorf("the model response span lasts %v, want the call's 5ms", d)
+	}
+}
+
+// TestConsumerStoresEachRequestOnce: a model request that went on the wire is
+// stored as its body alone, and the request as built is read back from it; one
+// that failed before it was sent keeps the request as built (there is no body).
+func TestConsumerStoresEachRequestOnce(t *testing.T) {
+	f := newFixture(t)
+	c := trace.NewConsumer(f.rec, nil)
+	req := llm.Request{Model: "m", Messages: []llm.Message{{Role: llm.RoleSystem, Content: "be brief"},
+		{Role: llm.RoleUser, Content: "what time is it?"}}}
+	body := `{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"what time is it?"}],"stream":true,"stream_options":{"include_usage":true}}`
+	evs := runEvents("run-once", f.sess)
+	for i := range evs {
+		if evs[i].Request != nil {
+			evs[i].Request = &req
+		}
+		if evs[i].Wire != nil {
+			evs[i].Wire = llm.NewHTTPRequest("POST", "https://api.example/v1/chat/completions", nil, []byte(body))
+		}
+		c.Publish(evs[i])
+	}
+	c.Close()
+	_, spans, err := f.rec.Run(context.Background(), f.ann.ID, "run-once")
+	mustNil(t, err)
+	var sent, unsent trace.SpanInfo
+	for _, s := range spans {
+		if s.Kind == trace.KindModelRequest && sent.Seq == 0 {
+			sent = s
+		} else if s.Kind == trace.KindModelRequest {
+			unsent = s
+		}
+	}
+	if bytes.Contains(sent.Data, []byte(`"request"`)) || !bytes.Contains(sent.Data, []byte(`what time is it?`)) {
+		t.Errorf("a sent request is stored as %s; want its wire body alone", sent.Data)
+	}
+	if !bytes.Contains(unsent.Data, []byte(`"request"`)) {
+		t.Errorf("a request without a wire body is stored as %s; want the request as built", unsent.Data)
+	}
+	got, err := trace.RebuildLLMRequests([]trace.SpanInfo{sent, unsent})
+	mustNil(t, err)
+	if len(got) != 2 || !reflect.DeepEqual(got[0], req) || !reflect.DeepEqual(got[1], req) {
+		t.Errorf("rebuilt %+v, want twice %+v", got, req)
+	}
+	if bodies, err := trace.RebuildRequests([]trace.SpanInfo{sent}); err != nil || string(bodies[0]) != body {
+		t.Errorf("the body comes back as %q (%v)", bodies, err)
 	}
 }

@@ -125,6 +125,9 @@ func (r *Recorder) ReplaySource(ctx context.Context, ownerID int64, runID string
 	if err := json.Unmarshal(src.Span.Data, &src.Request); err != nil || src.Request.HTTP == nil {
 		return Source{}, errs.E(errs.Invalid, "This model step was recorded without the request as sent, so it cannot be replayed.")
 	}
+	if src.Request.Request, err = src.Request.Built(); err != nil {
+		return Source{}, errs.Wrap(errs.Invalid, err, "The recorded request body cannot be read back as a request.")
+	}
 	if src.Body, err = src.Request.HTTP.RawBody(); err != nil {
 		return Source{}, errs.Wrap(errs.Invalid, err, "The recorded request body is damaged.")
 	}
@@ -313,7 +316,7 @@ func (r *Recorder) Replay(ctx context.Context, ownerID int64, src Source, o Repl
 		resp, err := t.Provider.Stream(cctx, req, nil)
 		inTok += resp.Usage.InputTokens
 		outTok += resp.Usage.OutputTokens
-		note(span.End(ctx, "", err, resp.Usage.InputTokens, 0, ModelRequest{Request: req, HTTP: redactWire(sent)}))
+		note(span.End(ctx, "", err, resp.Usage.InputTokens, 0, storedRequest(req, sent)))
 		note(run.Record(ctx, KindModelResponse, t.Model, resp, started, "", err, 0, resp.Usage.OutputTokens))
 		if err == nil && steps == 1 && !converted && !sentBody(sent, body) {
 			// The provider's client has no CaptureTransport: what went out is a rebuilt body.

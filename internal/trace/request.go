@@ -1,21 +1,23 @@
 package trace
 
 import (
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"sort"
 	"strings"
 
 	"atrium/internal/llm"
 )
 
-// ModelRequest is the data of a model_request span: the request as the agent
-// built it and as it went on the wire (llm.HTTPRequest). Redaction (which the
+// ModelRequest is the data of a model_request span: the request as it went on
+// the wire (llm.HTTPRequest) and, only when no wire body was captured (the call
+// failed before it was sent), the request as the agent built it. Each request is
+// stored once: the built form is read back from the body (llm.ParseRequest) by
+// Built, for RebuildLLMRequests and for a replay that converts the request to the
+// other API format or goes on after its first step. Spans written before this
+// hold both. Redaction (which the
 // recorder applies to all span data) replaces header values such as Authorization
 // and x-api-key. It leaves a body byte for byte as sent unless the body contains a
 // configured secret or a credential-shaped string (see Redactor); so
@@ -26,7 +28,7 @@ import (
 // Response here too, sealed with the request: the memory extraction's answer holds
 // memory texts, which must not sit in a plaintext model_response span.
 type ModelRequest struct {
-	Request  llm.Request      `json:"request"`
+	Request  llm.Request      `json:"request,omitzero"`
 	HTTP     *llm.HTTPRequest `json:"http,omitempty"`
 	Purpose  string           `json:"purpose,omitempty"`
 	Response *llm.Response    `json:"response,omitempty"`
@@ -37,6 +39,41 @@ type ModelRequest struct {
 // api_key). Header values are redacted when the span is stored.
 func NewHTTPRequest(method, rawURL string, header http.Header, body []byte) *llm.HTTPRequest {
 	return redactWire(llm.NewHTTPRequest(method, rawURL, header, body))
+}
+
+// Built returns the request as the agent built it: as stored, or else read back
+// from the wire body. Errors: neither is there, or the body is no request of the
+// recorded endpoint's format.
+func (mr *ModelRequest) Built() (llm.Request, error) {
+	if mr.HTTP == nil || !isZeroRequest(mr.Request) {
+		return mr.Request, nil
+	}
+	format, err := wireFormat(mr.HTTP.URL)
+	if err != nil {
+		return llm.Request{}, err
+	}
+	body, err := mr.HTTP.RawBody()
+	if err != nil {
+		return llm.Request{}, err
+	}
+	req, err := llm.ParseRequest(format, body)
+	if err != nil {
+		return llm.Request{}, fmt.Errorf("trace: the recorded request body: %w", err)
+	}
+	return req, nil
+}
+
+func isZeroRequest(r llm.Request) bool {
+	return r.Model == "" && len(r.Messages) == 0 && len(r.Tools) == 0 && r.MaxTokens == 0
+}
+
+// storedRequest is what a model_request span stores of a request: the wire body
+// alone when it was captured, the request as built otherwise.
+func storedRequest(req llm.Request, wire *llm.HTTPRequest) ModelRequest {
+	if wire != nil {
+		return ModelRequest{HTTP: redactWire(wire)}
+	}
+	return ModelRequest{Request: req}
 }
 
 // redactWire returns a copy of h whose URL carries no credentials.
@@ -124,8 +161,8 @@ func RebuildRequests(spans []SpanInfo) ([][]byte, error) {
 }
 
 // RebuildLLMRequests returns the run's model requests as the agent built them, in
-// the order they were sent. Redacted text stays redacted; a tool's Parameters
-// schema comes back compacted, with its object keys sorted.
+// the order they were sent (see ModelRequest.Built). Redacted text stays
+// redacted; a tool's Parameters schema comes back as sent.
 func RebuildLLMRequests(spans []SpanInfo) ([]llm.Request, error) {
 	reqs, err := modelRequestSpans(spans)
 	if err != nil {
@@ -133,91 +170,9 @@ func RebuildLLMRequests(spans []SpanInfo) ([]llm.Request, error) {
 	}
 	out := make([]llm.Request, len(reqs))
 	for i, mr := range reqs {
-		out[i] = mr.Request
-		if mr.HTTP != nil && missingImageData(mr.Request) {
-			// The span keeps image bytes only in the wire body (see builtRequest).
-			body, err := mr.HTTP.RawBody()
-			if err != nil {
-				return nil, err
-			}
-			if err := fillImages(&out[i], body); err != nil {
-				return nil, fmt.Errorf("trace: model request %d: %w", i+1, err)
-			}
+		if out[i], err = mr.Built(); err != nil {
+			return nil, fmt.Errorf("trace: model request %d: %w", i+1, err)
 		}
 	}
 	return out, nil
-}
-
-func missingImageData(req llm.Request) bool {
-	for _, m := range req.Messages {
-		for _, img := range m.Images {
-			if img.Data == nil {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// fillImages gives the images of req their bytes from the wire body, in order: an
-// OpenAI-compatible body's image_url parts (data: URLs) or an Anthropic body's base64
-// image blocks.
-func fillImages(req *llm.Request, body []byte) error {
-	var doc any
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return fmt.Errorf("read the body's images: %w", err)
-	}
-	var found [][]byte
-	var walk func(v any) error
-	walk = func(v any) error {
-		switch x := v.(type) {
-		case []any:
-			for _, e := range x {
-				if err := walk(e); err != nil {
-					return err
-				}
-			}
-		case map[string]any:
-			var enc string
-			switch x["type"] {
-			case "image_url":
-				u, _ := x["image_url"].(map[string]any)
-				url, _ := u["url"].(string)
-				_, enc, _ = strings.Cut(url, ";base64,")
-			case "image":
-				src, _ := x["source"].(map[string]any)
-				enc, _ = src["data"].(string)
-			default:
-				for _, k := range []string{"messages", "content"} {
-					if err := walk(x[k]); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			data, err := base64.StdEncoding.DecodeString(enc)
-			if err != nil {
-				return fmt.Errorf("an image in the body is not base64: %w", err)
-			}
-			found = append(found, data)
-		}
-		return nil
-	}
-	if err := walk(doc); err != nil {
-		return err
-	}
-	n := 0
-	req.Messages = slices.Clone(req.Messages)
-	for i := range req.Messages {
-		imgs := slices.Clone(req.Messages[i].Images)
-		for k := range imgs {
-			if n >= len(found) {
-				return errors.New("the body has fewer images than the request")
-			}
-			imgs[k].Data = found[n]
-			n++
-		}
-		req.Messages[i].Images = imgs
-	}
-	return nil
 }

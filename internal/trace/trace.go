@@ -88,6 +88,8 @@ type RunStore interface {
 	EndSpan(ctx context.Context, create *store.RunStart, e store.SpanEnd) error
 	EndRun(ctx context.Context, create *store.RunStart, e store.RunEnd) error
 	StopRunningRuns(ctx context.Context, errText string, ended time.Time) (int64, error)
+	// WriteRuns applies a batch of writes in one transaction (see store.DB.WriteRuns).
+	WriteRuns(ctx context.Context, ws []store.RunWrite) ([]error, error)
 
 	ListRuns(ctx context.Context, ownerID int64, sessionID string, limit int) ([]store.RunInfo, error)
 	RunForOwner(ctx context.Context, ownerID int64, runID string) (store.RunInfo, error)
@@ -579,11 +581,14 @@ func spanStatus(status string, err error) string {
 	return SpanOK
 }
 
-func (run *Run) errorText(err error) string {
+func (run *Run) errorText(err error) string { return run.rec.errorText(err) }
+
+// errorText is err as stored: redacted, at most maxErrorLen bytes.
+func (r *Recorder) errorText(err error) string {
 	if err == nil {
 		return ""
 	}
-	s := run.rec.red.String(err.Error())
+	s := r.red.String(err.Error())
 	if len(s) > maxErrorLen {
 		cut := maxErrorLen
 		for cut > 0 && !utf8RuneStart(s[cut]) {
