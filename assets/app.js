@@ -73,7 +73,7 @@
     if (e.isComposing || e.keyCode === 229) return;
     e.preventDefault();
     if (pickFirstPrompt(ta)) return;
-    if (ta.value.trim() === '') return;
+    if (ta.value.trim() === '' && ta.required) return; // not required: files go alone
     checkSize(ta);
     ta.form.requestSubmit();
   });
@@ -113,9 +113,10 @@
     var form = e.target;
     if (!(form instanceof HTMLFormElement) || form.id !== 'composer') return;
     var trigger = e.detail.triggeringEvent;
-    if (pendingSend) {
+    if (pendingSend || uploading > 0) {
       e.preventDefault();
       if (trigger) trigger.preventDefault(); // not a native submit either
+      if (!pendingSend) showNotice('Wait for the attached files to finish uploading, then send.');
       return;
     }
     var ta = composerText();
@@ -458,6 +459,34 @@
   function clearAttachments() {
     var box = document.getElementById('attachments');
     while (box && box.firstChild) box.removeChild(box.firstChild);
+    attachmentsChanged();
+  }
+  // A chip in #attachments: its label, a remove button, and the hidden field that the
+  // send carries (name "attach" for an MCP resource, "files" for an uploaded file).
+  function makeChip(label, title, field, value) {
+    var chip = document.createElement('span');
+    chip.className = 'chip';
+    chip.setAttribute('data-testid', 'attachment-chip');
+    chip.title = title;
+    var name = document.createElement('span');
+    name.className = 'chip-label';
+    name.textContent = label;
+    var rm = document.createElement('button');
+    rm.type = 'button';
+    rm.className = 'link';
+    rm.setAttribute('data-remove-attachment', '');
+    rm.setAttribute('aria-label', 'Remove ' + label);
+    rm.textContent = '×';
+    chip.appendChild(name);
+    chip.appendChild(rm);
+    if (field) {
+      var input = document.createElement('input');
+      input.type = 'hidden';
+      input.name = field;
+      input.value = value;
+      chip.appendChild(input);
+    }
+    return chip;
   }
   function addAttachment(value, label) {
     var box = document.getElementById('attachments');
@@ -466,27 +495,103 @@
     for (var i = 0; i < inputs.length; i++) {
       if (inputs[i].value === value) return;
     }
-    var chip = document.createElement('span');
-    chip.className = 'chip';
-    chip.setAttribute('data-testid', 'attachment-chip');
-    chip.title = value.replace('\n', ' ');
-    var name = document.createElement('span');
-    name.textContent = label;
-    var rm = document.createElement('button');
-    rm.type = 'button';
-    rm.className = 'link';
-    rm.setAttribute('data-remove-attachment', '');
-    rm.setAttribute('aria-label', 'Remove ' + label);
-    rm.textContent = '×';
-    var input = document.createElement('input');
-    input.type = 'hidden';
-    input.name = 'attach';
-    input.value = value;
-    chip.appendChild(name);
-    chip.appendChild(rm);
-    chip.appendChild(input);
-    box.appendChild(chip);
+    box.appendChild(makeChip(label, value.replace('\n', ' '), 'attach', value));
+    attachmentsChanged();
   }
+
+  // (7b) Files: the Attach button (a file picker), a drop on the composer, or a paste
+  // of an image upload each file at once (POST data-upload-url, multipart, with the
+  // CSRF header); its chip then carries the uploaded id as a "files" field that the
+  // send names. Sending waits until every upload has finished. An image for a model
+  // that does not take images is refused here already (the server checks again).
+  var uploading = 0;
+  var IMAGE_TYPES = { 'image/png': 1, 'image/jpeg': 1, 'image/gif': 1, 'image/webp': 1 };
+  function fileSizeText(n) {
+    if (n < 1000) return n + ' B';
+    if (n < 1e6) return (n / 1000).toFixed(1) + ' KB';
+    return (n / 1e6).toFixed(1) + ' MB';
+  }
+  function modelTakesImages() {
+    var sel = document.querySelector('[data-testid=model-select]');
+    var opt = sel && sel.selectedOptions && sel.selectedOptions[0];
+    return !!(opt && opt.hasAttribute('data-vision'));
+  }
+  // The message may be empty when files go with it.
+  function attachmentsChanged() {
+    var ta = composerText();
+    var box = document.getElementById('attachments');
+    if (ta) ta.required = !(box && box.querySelector('input[name=files]'));
+  }
+  function uploadFiles(list) {
+    var form = document.getElementById('composer');
+    var box = document.getElementById('attachments');
+    if (!form || !box || !list) return;
+    Array.prototype.forEach.call(list, function (file) {
+      if (IMAGE_TYPES[file.type] && !modelTakesImages()) {
+        showNotice(file.name + ': this chat\'s model does not take images. Pick a model that does in the header (an admin marks one with "vision" in Settings → Providers).');
+        return;
+      }
+      var chip = makeChip(file.name + ' · uploading…', file.name, '', '');
+      chip.setAttribute('aria-busy', 'true');
+      box.appendChild(chip);
+      uploading++;
+      var body = new FormData();
+      body.append('file', file, file.name);
+      fetch(form.getAttribute('data-upload-url'), {
+        method: 'POST', body: body, credentials: 'same-origin',
+        headers: { 'X-CSRF-Token': csrfToken(), 'HX-Request': 'true' }
+      }).then(function (res) {
+        if (!res.ok) {
+          return res.text().then(function (t) {
+            throw new Error(t && t.length < 500 && t.charAt(0) !== '<' ? t : 'The upload failed (HTTP ' + res.status + ').');
+          });
+        }
+        return res.json();
+      }).then(function (f) {
+        var done = makeChip(f.name + ' · ' + fileSizeText(f.size), f.name + ' (about ' + f.tokens + ' tokens)', 'files', f.id);
+        done.setAttribute('data-file-id', f.id);
+        done.setAttribute('data-testid', 'file-attachment-chip');
+        if (chip.parentNode) chip.parentNode.replaceChild(done, chip);
+      }, function (err) {
+        chip.remove();
+        showNotice(err.message || 'The upload failed.');
+      }).then(function () {
+        uploading--;
+        attachmentsChanged();
+      });
+    });
+  }
+  document.addEventListener('change', function (e) {
+    var input = e.target;
+    if (!(input instanceof HTMLInputElement) || input.id !== 'file-input') return;
+    uploadFiles(input.files);
+    input.value = '';
+  });
+  document.addEventListener('dragover', function (e) {
+    var form = e.target instanceof Element && e.target.closest('#composer');
+    if (!form || !e.dataTransfer || Array.prototype.indexOf.call(e.dataTransfer.types, 'Files') < 0) return;
+    e.preventDefault();
+    form.classList.add('drop-target');
+  });
+  document.addEventListener('dragleave', function (e) {
+    var form = e.target instanceof Element && e.target.closest('#composer');
+    if (form) form.classList.remove('drop-target');
+  });
+  document.addEventListener('drop', function (e) {
+    var form = e.target instanceof Element && e.target.closest('#composer');
+    if (!form || !e.dataTransfer || !e.dataTransfer.files.length) return;
+    e.preventDefault();
+    form.classList.remove('drop-target');
+    uploadFiles(e.dataTransfer.files);
+  });
+  document.addEventListener('paste', function (e) {
+    var ta = e.target;
+    if (!(ta instanceof HTMLTextAreaElement) || !ta.form || ta.form.id !== 'composer') return;
+    var files = e.clipboardData && e.clipboardData.files;
+    if (!files || !files.length) return; // plain text pastes as usual
+    e.preventDefault();
+    uploadFiles(files);
+  });
   function setPanel(id, open) {
     var p = document.getElementById(id);
     if (p) p.hidden = !open;
@@ -501,7 +606,19 @@
     }
     var rm = e.target.closest('[data-remove-attachment]');
     if (rm && rm.parentElement) {
+      var id = rm.parentElement.getAttribute('data-file-id');
       rm.parentElement.remove();
+      attachmentsChanged();
+      if (id) { // an unsent upload: delete it now rather than when it expires
+        fetch('/files/' + encodeURIComponent(id) + '/delete', {
+          method: 'POST', credentials: 'same-origin', headers: { 'X-CSRF-Token': csrfToken(), 'HX-Request': 'true' }
+        }).catch(function () { /* it expires after a day anyway */ });
+      }
+      return;
+    }
+    if (e.target.closest('[data-attach-file]')) {
+      var picker = document.getElementById('file-input');
+      if (picker) picker.click();
       return;
     }
     if (e.target.closest('[data-close-resources]')) {

@@ -3,6 +3,7 @@ package views
 import (
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -235,6 +236,8 @@ func zoneLabel(name string) string {
 		return "History"
 	case "tool_results":
 		return "Tool results"
+	case "files":
+		return "Attached files (in history)"
 	case "tools":
 		return "Tool definitions"
 	case "dropped":
@@ -415,3 +418,15 @@ func consentOutcome(q ConsentQuestion) string {
 func progressNum(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 func joinComma(s []string) string { return strings.Join(s, ", ") }
+
+// fileSize is a file size for people: "812 B", "14.2 KB", "1.3 MB".
+func fileSize(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1_000_000:
+		return fmt.Sprintf("%.1f KB", float64(n)/1000)
+	default:
+		return fmt.Sprintf("%.1f MB", float64(n)/1_000_000)
+	}
+}

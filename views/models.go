@@ -75,7 +75,16 @@ type Message struct {
 	// a placeholder instead, which FrameRunLink fills when the live run has ended.
 	SessionID, RunID string
 	RunPending       bool
-	Target           bool // the message a search result opened the chat at (highlighted)
+	Target           bool   // the message a search result opened the chat at (highlighted)
+	Files            []File // a user message's attached files
+}
+
+// File is a file attached to a user message: an image shows as a thumbnail that opens
+// it, any other file as a chip that downloads it.
+type File struct {
+	Name, URL string
+	Size      int64
+	Image     bool
 }
 
 // Saved-memory chip states.
@@ -122,6 +131,7 @@ type LiveMessage struct {
 type ModelOption struct {
 	Value, Label string
 	Selected     bool
+	Vision       bool // the model takes images (the composer warns before uploading one otherwise)
 }
 
 // Chat is the chat page.

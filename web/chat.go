@@ -49,6 +49,9 @@ func (s *Server) chatView(ctx context.Context, ss store.Session, snap Snapshot) 
 	if snap.Live != nil {
 		chat.RunState = "streaming"
 	}
+	if err := s.withFiles(ctx, ss.ID, msgs); err != nil {
+		return views.Chat{}, err
+	}
 	chat.Messages = messageViews(msgs, func(m store.Message) bool { return snap.Live != nil && m.Seq > snap.AfterSeq })
 	if err := s.fillMemoryChips(ctx, ss.OwnerID, ss.ID, chat.Messages); err != nil {
 		return views.Chat{}, err
@@ -78,15 +81,15 @@ func (s *Server) modelOptions(ctx context.Context, selected string) ([]views.Mod
 	if err != nil {
 		return nil, "", err
 	}
-	defLabel := "Default"
+	defLabel, defVision := "Default", false
 	for _, ch := range choices {
 		if ch.Value == def {
-			defLabel = "Default (" + ch.Label + ")"
+			defLabel, defVision = "Default ("+ch.Label+")", ch.Vision
 		}
 	}
-	opts := []views.ModelOption{{Value: "", Label: defLabel, Selected: selected == ""}}
+	opts := []views.ModelOption{{Value: "", Label: defLabel, Selected: selected == "", Vision: defVision}}
 	for _, ch := range choices {
-		opts = append(opts, views.ModelOption{Value: ch.Value, Label: ch.Label, Selected: ch.Value == selected})
+		opts = append(opts, views.ModelOption{Value: ch.Value, Label: ch.Label, Selected: ch.Value == selected, Vision: ch.Vision})
 	}
 	notice := ""
 	if len(choices) == 0 {
@@ -109,6 +112,9 @@ func (s *Server) olderMessages(c echo.Context) error {
 	}
 	msgs, hasOlder, err := s.Store.TurnsBefore(c.Request().Context(), ss.ID, before, messagesPerPage)
 	if err != nil {
+		return err
+	}
+	if err := s.withFiles(c.Request().Context(), ss.ID, msgs); err != nil {
 		return err
 	}
 	items := messageViews(msgs, nil)

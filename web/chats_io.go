@@ -10,8 +10,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"atrium/internal/contextwin"
 	"atrium/internal/errs"
 	"atrium/internal/jsonpos"
 	"atrium/internal/store"
@@ -46,6 +48,15 @@ type messageExport struct {
 	Error      string           `json:"error,omitempty"`
 	Model      string           `json:"model,omitempty"`
 	CreatedAt  string           `json:"created_at,omitempty"`
+	Files      []fileExport     `json:"files,omitempty"` // a user message's attached files
+}
+
+// fileExport is an attached file in an export: its name, its type as sniffed, and its
+// bytes (base64 in the JSON). An import checks it again like an upload.
+type fileExport struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Data []byte `json:"data"`
 }
 
 type toolCallExport struct {
@@ -109,6 +120,16 @@ func (s *Server) chatExport(c echo.Context, ss store.Session) (chatExport, error
 	if err != nil {
 		return chatExport{}, err
 	}
+	var users []int64
+	for _, m := range msgs {
+		if m.Role == store.RoleUser {
+			users = append(users, m.ID)
+		}
+	}
+	files, err := s.Store.MessageFiles(c.Request().Context(), ss.ID, users)
+	if err != nil {
+		return chatExport{}, err
+	}
 	ch := chatExport{Title: ss.Title, CreatedAt: ss.CreatedAt.UTC().Format(time.RFC3339), SystemPrompt: ss.SystemPrompt,
 		Temporary: ss.Temporary, Messages: make([]messageExport, 0, len(msgs))}
 	if st := bytes.TrimSpace(ss.State); len(st) > 0 && !bytes.Equal(st, []byte("{}")) {
@@ -119,6 +140,9 @@ func (s *Server) chatExport(c echo.Context, ss store.Session) (chatExport, error
 			Error: m.Error, Model: m.Model, CreatedAt: m.CreatedAt.UTC().Format(time.RFC3339)}
 		if m.Status != store.StatusComplete {
 			e.Status = m.Status
+		}
+		for _, a := range files[m.ID] {
+			e.Files = append(e.Files, fileExport{Name: a.Name, Type: a.MIME, Data: a.Data})
 		}
 		if len(m.ToolCalls) > 0 {
 			var calls []storedToolCall
@@ -186,6 +210,9 @@ func chatMarkdown(ch chatExport) string {
 		switch m.Role {
 		case store.RoleUser:
 			fmt.Fprintf(&b, "## You · %s\n\n%s\n\n", m.CreatedAt, m.Content)
+			for _, f := range m.Files {
+				fmt.Fprintf(&b, "*Attached: %s (%s, %d bytes; in the JSON export)*\n\n", f.Name, f.Type, len(f.Data))
+			}
 		case store.RoleAssistant:
 			who := "Assistant"
 			if m.Model != "" {
@@ -210,16 +237,7 @@ func chatMarkdown(ch chatExport) string {
 
 // fence puts text in a code fence longer than any backtick run inside it.
 func fence(text, lang string) string {
-	run, longest := 0, 0
-	for _, r := range text {
-		if r == '`' {
-			run++
-			longest = max(longest, run)
-		} else {
-			run = 0
-		}
-	}
-	f := strings.Repeat("`", max(3, longest+1))
+	f := contextwin.Fence(text)
 	return f + lang + "\n" + text + "\n" + f
 }
 
@@ -237,6 +255,11 @@ func (s *Server) importChats(c echo.Context) error {
 	if err == nil {
 		for i := range chats {
 			chats[i].ID = s.NewID()
+			for j := range chats[i].Messages {
+				for k := range chats[i].Messages[j].Attachments {
+					chats[i].Messages[j].Attachments[k].ID = uuid.NewString()
+				}
+			}
 		}
 		err = s.Store.ImportChats(c.Request().Context(), u.ID, chats)
 	}
@@ -251,6 +274,19 @@ func (s *Server) importChats(c echo.Context) error {
 		n += len(ch.Messages)
 	}
 	return c.Redirect(http.StatusSeeOther, "/settings/account?notice="+url.QueryEscape(fmt.Sprintf("Imported %d chats with %d messages.", len(chats), n)))
+}
+
+// importedFile checks an exported file as an upload is checked and returns it ready to
+// store (without id, owner or chat).
+func importedFile(f fileExport) (store.Attachment, error) {
+	a, err := checkFile(fileName(f.Name), f.Data)
+	if err != nil {
+		return a, err
+	}
+	if a.Kind == store.AttachText {
+		a.Tokens = contextwin.NewTokenizer().Count(contextwin.FileBlock(a.Name, a.MIME, string(a.Data)))
+	}
+	return a, nil
 }
 
 // parseChatsImport checks a whole import before anything is stored. Malformed JSON
@@ -347,6 +383,21 @@ func parseChatsImport(data []byte) ([]store.ImportedChat, error) {
 					bad(`"created_at" must be an RFC 3339 time`)
 				}
 				sm.CreatedAt = t
+			}
+			if len(m.Files) > 0 && m.Role != store.RoleUser {
+				bad(`only a user message can have "files"`)
+			}
+			if len(m.Files) > maxFilesPerMessage {
+				bad("%d files; at most %d per message", len(m.Files), maxFilesPerMessage)
+			}
+			for k, f := range m.Files {
+				// Checked like an upload: by content, whatever "type" says.
+				a, err := importedFile(f)
+				if err != nil {
+					bad("file %d: %s", k+1, errs.Message(err))
+					continue
+				}
+				sm.Attachments = append(sm.Attachments, a)
 			}
 			ic.Messages = append(ic.Messages, sm)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
+	"atrium/internal/contextwin"
 	"atrium/internal/errs"
 	"atrium/internal/mcp"
 	"atrium/views"
@@ -291,21 +292,6 @@ func writeAttachment(b *strings.Builder, uri string, rc mcp.ResourceContent) {
 		fmt.Fprintf(b, "Attached resource %s (%s): binary content, %d bytes, not included.\n\n", uri, mime, rc.BlobBytes)
 		return
 	}
-	fence := fenceFor(rc.Text)
+	fence := contextwin.Fence(rc.Text)
 	fmt.Fprintf(b, "Attached resource %s (%s):\n%s\n%s\n%s\n\n", uri, mime, fence, strings.TrimRight(rc.Text, "\n"), fence)
-}
-
-// fenceFor is a backtick fence longer than any run of backticks in text (at least 3),
-// so the content cannot close its block early.
-func fenceFor(text string) string {
-	longest, run := 0, 0
-	for i := 0; i < len(text); i++ {
-		if text[i] == '`' {
-			run++
-			longest = max(longest, run)
-		} else {
-			run = 0
-		}
-	}
-	return strings.Repeat("`", max(3, longest+1))
 }

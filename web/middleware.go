@@ -79,6 +79,8 @@ func bodyLimit(route string) int64 {
 		return 2*maxChatsImportBytes + formBodyLimit
 	case "/settings/mcp/import":
 		return mcpImportLimit
+	case "/s/:id/files": // one attached file
+		return uploadBodyLimit
 	case "/settings/runs/import": // one run export file
 		return trace.MaxRunImportBytes + formBodyLimit
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -272,10 +273,10 @@ func spanDetails(sv *views.SpanView, data json.RawMessage) {
 				// The body alone: it is what the model got (pretty-printing only adds
 				// whitespace), and the request as built repeats it.
 				if body, err := h.RawBody(); err == nil {
-					add("Body as sent (pretty-printed)", prettyJSON(string(body)))
+					add("Body as sent (pretty-printed)", foldBase64(prettyJSON(string(body))))
 				}
-			} else {
-				addJSON("Request as built", fields()["request"])
+			} else if req := fields()["request"]; len(req) > 0 && string(req) != "null" {
+				add("Request as built", foldBase64(prettyJSON(string(req))))
 			}
 			if mr.Response != nil {
 				responseParts(add, addJSON, *mr.Response)
@@ -350,6 +351,24 @@ func seqList(seqs []int64) string {
 		parts[i] = fmt.Sprint(s)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// base64RE matches a JSON string that is a long run of base64, as an attached image is
+// sent (a data: URL for OpenAI-compatible endpoints, a bare "data" field for Anthropic).
+var base64RE = regexp.MustCompile(`"(data:[A-Za-z0-9.+/-]+;base64,)?[A-Za-z0-9+/]{1000}[A-Za-z0-9+/]*={0,2}"`)
+
+// foldBase64 replaces each long base64 string of a recorded request with a short
+// stand-in that says how long it was: a megabyte of image is no use on a page, and
+// the run's export keeps the bytes.
+func foldBase64(text string) string {
+	return base64RE.ReplaceAllStringFunc(text, func(m string) string {
+		prefix := ""
+		if i := strings.Index(m, ";base64,"); strings.HasPrefix(m, `"data:`) && i > 0 {
+			prefix = m[1 : i+len(";base64,")]
+		}
+		n := len(m) - 2 - len(prefix)
+		return fmt.Sprintf(`"%s[%d base64 characters (%d bytes) folded: export the run for them]"`, prefix, n, n/4*3)
+	})
 }
 
 // fold splits text into what is shown and what is behind the toggle.

@@ -199,6 +199,9 @@ func (s *Server) chatViewAt(ctx context.Context, ss store.Session, snap Snapshot
 			return views.Chat{}, err
 		}
 		if len(msgs) > 0 {
+			if err := s.withFiles(ctx, ss.ID, msgs); err != nil {
+				return views.Chat{}, err
+			}
 			chat.Messages = messageViews(msgs, liveHider(snap))
 			if err := s.fillMemoryChips(ctx, ss.OwnerID, ss.ID, chat.Messages); err != nil {
 				return views.Chat{}, err
@@ -246,6 +249,9 @@ func (s *Server) newerMessages(c echo.Context) error {
 	ctx := c.Request().Context()
 	msgs, hasNewer, err := s.Store.MessagesAfterPage(ctx, ss.ID, after, messagesPerPage)
 	if err != nil {
+		return err
+	}
+	if err := s.withFiles(ctx, ss.ID, msgs); err != nil {
 		return err
 	}
 	items := messageViews(msgs, liveHider(s.Hub.Snapshot(ss.ID)))

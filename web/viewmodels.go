@@ -28,6 +28,9 @@ func messageView(m store.Message, results map[string]*store.Message) views.Messa
 		Interrupted: m.Status == store.StatusStopped && m.Error == store.ReplyInterrupted}
 	if m.Role != store.RoleAssistant {
 		v.Text = noNUL(m.Content)
+		for _, a := range m.Attachments {
+			v.Files = append(v.Files, views.File{Name: a.Name, URL: fileURL(a.ID), Size: a.Size, Image: a.Kind == store.AttachImage})
+		}
 		return v
 	}
 	v.HTML = markdown.Render(m.Content)

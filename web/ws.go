@@ -28,6 +28,7 @@ type clientFrame struct {
 	Type   string     `json:"type"`
 	Text   string     `json:"text"`
 	Attach attachList `json:"attach"` // MCP resources: "<server>\n<uri>", one or several
+	Files  attachList `json:"files"`  // uploaded files (uploadFile): their ids, one or several
 	// Memory chips: undo names a memory its chat saved, accept/reject a suggestion.
 	Memory     string `json:"memory"`
 	Suggestion string `json:"suggestion"`
@@ -213,7 +214,7 @@ func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss s
 		}
 		switch f.Type {
 		case "send":
-			answerSend(cl, f.Nonce, s.handleSend(c, u, ss.ID, f.Text, f.Attach))
+			answerSend(cl, f.Nonce, s.handleSend(c, u, ss.ID, f.Text, f.Attach, f.Files))
 		case "stop":
 			s.Agent.Stop(ss.ID)
 		case "undo", "accept", "reject":
@@ -247,8 +248,9 @@ func answerSend(cl *client, nonce string, err error) {
 
 // handleSend starts a turn for u, the login's user as just re-checked. The session is
 // re-read so a model change or a deletion since the socket opened is seen. Attached
-// MCP resources are read and put before the text. An error says why nothing was sent.
-func (s *Server) handleSend(c echo.Context, u store.User, sessionID, text string, attach []string) error {
+// MCP resources are read and put before the text; uploaded files (ids) are checked and
+// bound to the message as it is committed. An error says why nothing was sent.
+func (s *Server) handleSend(c echo.Context, u store.User, sessionID, text string, attach, files []string) error {
 	ctx := c.Request().Context()
 	ss, err := s.Store.SessionForOwner(ctx, sessionID, u.ID)
 	if err != nil {
@@ -258,7 +260,11 @@ func (s *Server) handleSend(c echo.Context, u store.User, sessionID, text string
 	if err != nil {
 		return err
 	}
-	if err := s.Agent.Send(ctx, ss, full); err != nil {
+	files, err = s.checkSendFiles(ctx, ss, files)
+	if err != nil {
+		return err
+	}
+	if err := s.Agent.SendFiles(ctx, ss, full, files); err != nil {
 		if errs.Code(err) == errs.Internal {
 			s.Log.Error("web: send", "session", ss.ID, "err", err)
 		}
@@ -269,6 +275,9 @@ func (s *Server) handleSend(c echo.Context, u store.User, sessionID, text string
 		title := store.CleanTitle(firstLine(text, 60))
 		if strings.TrimSpace(text) == "" {
 			title = store.CleanTitle(firstLine(full, 60))
+		}
+		if title == "" && len(files) > 0 {
+			title = "Attached files" // a message of files alone
 		}
 		if ok, err := s.Store.SetFirstLineTitle(ctx, ss.ID, ss.OwnerID, title); err == nil && ok {
 			ss.Title = title

@@ -69,6 +69,9 @@ type Deps struct {
 	// knows one (typed by an admin, or reported by the endpoint); 0, or a nil Window,
 	// means the configured Budgets.Window.
 	Window func(ctx context.Context, choice string) int
+	// Vision reports whether a session's model choice takes images; nil means none
+	// does, so attached images go to the model as a line saying they were left out.
+	Vision func(ctx context.Context, choice string) bool
 	Tools  *tools.Registry // nil: no tools
 	Memory Memory          // nil: no long-term memory
 	Tokens contextwin.Tokenizer
@@ -117,6 +120,7 @@ type run struct {
 type queuedSend struct {
 	session store.Session
 	text    string
+	files   []string
 }
 
 // Cancellation causes.
@@ -202,7 +206,18 @@ func (a *Agent) ValidateText(text string) error {
 // a further one gets errs.Busy and nothing is stored. errs.Unavailable means the server
 // is shutting down.
 func (a *Agent) Send(ctx context.Context, s store.Session, text string) error {
-	if err := a.ValidateText(text); err != nil {
+	return a.SendFiles(ctx, s, text, nil)
+}
+
+// SendFiles is Send with attached files: the ids of uploads of s (store.Attachment)
+// that no message uses yet; the message and their binding to it are committed in one
+// transaction, and an upload that is gone by then fails the send (errs.NotFound) with
+// nothing stored. With files, the text may be empty. The caller has checked the files
+// (their owner, chat, sizes, and the model's vision for images).
+func (a *Agent) SendFiles(ctx context.Context, s store.Session, text string, files []string) error {
+	if len(files) > 0 && strings.TrimSpace(text) == "" {
+		text = ""
+	} else if err := a.ValidateText(text); err != nil {
 		return err
 	}
 	a.mu.Lock()
@@ -220,7 +235,7 @@ func (a *Agent) Send(ctx context.Context, s store.Session, text string) error {
 				a.mu.Unlock()
 				return errs.E(errs.Busy, "This chat is still answering and a message is already queued. Wait for the reply or press Stop.")
 			}
-			a.queued[s.ID] = queuedSend{session: s, text: text}
+			a.queued[s.ID] = queuedSend{session: s, text: text, files: files}
 			a.mu.Unlock()
 			a.publish(Event{Kind: EventQueued, SessionID: s.ID, Text: text})
 			return nil
@@ -241,7 +256,7 @@ func (a *Agent) Send(ctx context.Context, s store.Session, text string) error {
 	a.wg.Add(1)
 	a.mu.Unlock()
 
-	user, err := a.begin(ctx, r, s, text)
+	user, err := a.begin(ctx, r, s, text, files)
 	if err != nil {
 		a.finish(s.ID, r)
 		return err
@@ -255,7 +270,7 @@ func (a *Agent) Send(ctx context.Context, s store.Session, text string) error {
 
 // begin takes the session lease (taking it at once from a dead process, else waiting
 // for another process's lease to end or expire) and commits the user's message.
-func (a *Agent) begin(ctx context.Context, r *run, s store.Session, text string) (*store.Message, error) {
+func (a *Agent) begin(ctx context.Context, r *run, s store.Session, text string, files []string) (*store.Message, error) {
 	deadline := a.Now().Add(a.cfg.LeaseWait)
 	told := false
 	for {
@@ -285,9 +300,20 @@ func (a *Agent) begin(ctx context.Context, r *run, s store.Session, text string)
 	}
 	user := &store.Message{SessionID: s.ID, Role: store.RoleUser, Content: text, Status: store.StatusComplete}
 	user.Tokens = a.countTokens(user)
+	for _, id := range files {
+		user.Attachments = append(user.Attachments, store.Attachment{ID: id})
+	}
 	if err := a.Store.AppendMessage(ctx, user); err != nil {
 		a.releaseLease(r, s)
 		return nil, fmt.Errorf("agent: save user message: %w", err)
+	}
+	if len(files) > 0 {
+		// What the chat shows of them (names, kinds, sizes; no data).
+		atts, err := a.Store.MessageAttachments(ctx, s.ID, []int64{user.ID})
+		if err != nil {
+			a.Log.Warn("agent: read attachments", "session", s.ID, "err", err)
+		}
+		user.Attachments = atts[user.ID]
 	}
 	a.publish(Event{Kind: EventUserMessage, RunID: r.id, SessionID: s.ID, OwnerID: s.OwnerID, Message: user})
 	return user, nil
@@ -427,7 +453,7 @@ func (a *Agent) finish(sessionID string, r *run) {
 		a.publish(Event{Kind: EventNotice, SessionID: sessionID, Text: "Your queued message was not sent: the server is shutting down."})
 		return
 	}
-	if err := a.Send(context.Background(), q.session, q.text); err != nil {
+	if err := a.SendFiles(context.Background(), q.session, q.text, q.files); err != nil {
 		a.publish(Event{Kind: EventNotice, SessionID: sessionID, Text: "Your queued message was not sent: " + errs.Message(err)})
 	}
 }

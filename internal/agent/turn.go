@@ -214,7 +214,8 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 	in := contextwin.Input{System: a.cfg.SystemPrompt, ChatPrompt: sess.SystemPrompt,
 		AboutMe: t.instructions.AboutMe, AnswerStyle: t.instructions.AnswerStyle, Goal: task.Goal, Stage: task.Stage,
 		Preferences: t.preferences, Memories: t.memories,
-		Summary: sess.Summary, SummarySeq: sess.SummarySeq, Messages: msgs, Tools: specs}
+		Summary: sess.Summary, SummarySeq: sess.SummarySeq, Messages: msgs, Tools: specs,
+		NoImages: a.Vision == nil || !a.Vision(ctx, t.s.Model)}
 	llmMsgs, report := contextwin.Assemble(in, t.budgets, a.Tokens)
 	t.unsummarised, t.summary, t.summarySeq = report.Unsummarised, sess.Summary, sess.SummarySeq
 	// Turns that do not fit are in neither the request nor the summary: fold them now,

@@ -166,7 +166,7 @@ func (a *App) build(ctx context.Context, master []byte, o Options) error {
 	if err := memory.RegisterTools(a.Tools, a.Memory); err != nil {
 		return err
 	}
-	deps := agent.Deps{Store: db, Resolve: a.Providers.Resolve, Window: a.Providers.Window, Tools: a.Tools, Memory: a.Memory,
+	deps := agent.Deps{Store: db, Resolve: a.Providers.Resolve, Window: a.Providers.Window, Vision: a.Providers.Vision, Tools: a.Tools, Memory: a.Memory,
 		Config: agentConfig(cfg, o.Agent), Log: log}
 	if a.lock != nil {
 		deps.Instance, deps.Alive = a.lock.id, a.lock.alive

@@ -90,6 +90,10 @@ type Input struct {
 	Messages []store.Message
 
 	Tools []llm.ToolSpec // offered tools, counted against the window
+
+	// NoImages: the model takes no images, so attached images are replaced by a line
+	// that says so (a chat can change its model after an image was sent).
+	NoImages bool
 }
 
 // Zone is one part of the context, for the context meter. Budget 0 means the
@@ -109,6 +113,7 @@ const (
 	ZoneSummary      = "summary"
 	ZoneHistory      = "history"
 	ZoneResults      = "tool_results" // tool messages of the history
+	ZoneFiles        = "files"        // files attached to user messages of the history (text and images)
 	ZoneTools        = "tools"        // the offered tools' definitions
 	ZoneDropped      = "dropped"      // turns in neither the request nor the summary (only when there are some)
 	ZoneTotal        = "total"
@@ -212,7 +217,7 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 		for j < len(msgs) && msgs[j].Role != store.RoleUser {
 			j++
 		}
-		turns = append(turns, a.turn(msgs[i:j], in.SummarySeq))
+		turns = append(turns, a.turn(msgs[i:j], in.SummarySeq, in.NoImages))
 		i = j
 	}
 	for k := 0; k < len(turns)-1; k++ {
@@ -246,7 +251,7 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 	if summaryText != "" {
 		out = append(out, llm.Message{Role: llm.RoleSystem, Content: SummaryHeader + summaryText})
 	}
-	history, results, dropped := 0, 0, 0
+	history, results, files, dropped := 0, 0, 0, 0
 	wire := wireIDs{byKey: map[string]string{}, taken: map[string]bool{}}
 	for k := range turns {
 		t := &turns[k]
@@ -269,6 +274,7 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 		}
 		history += t.cost
 		for _, it := range t.items {
+			files += it.files
 			if it.msg.Role == llm.RoleTool {
 				results += it.cost
 				it.msg.ToolCallID = wire.byKey[it.key]
@@ -299,10 +305,13 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 		{Name: ZonePinned, Tokens: pinnedTokens, Budget: b.Pinned},
 		{Name: ZoneInstructions, Tokens: instrTokens, Budget: b.Pinned},
 		{Name: ZoneSummary, Tokens: summaryTokens, Budget: b.Summary},
-		{Name: ZoneHistory, Tokens: history - results, Budget: avail},
+		{Name: ZoneHistory, Tokens: history - results - files, Budget: avail},
 		{Name: ZoneResults, Tokens: results},
 		{Name: ZoneTools, Tokens: toolTokens},
 		{Name: ZoneTotal, Tokens: fixed + history, Budget: limit},
+	}
+	if files > 0 {
+		rep.Zones = slices.Insert(rep.Zones, 5, Zone{Name: ZoneFiles, Tokens: files})
 	}
 	if len(rep.Dropped) > 0 {
 		rep.Zones = slices.Insert(rep.Zones, len(rep.Zones)-1, Zone{Name: ZoneDropped, Tokens: dropped})
@@ -324,6 +333,8 @@ type item struct {
 	cost       int      // tokens, MessageOverhead included
 	full       string
 	fullTokens int // tool results and user messages: the stored content and its tokens
+	images     int // a user message: the tokens of its images (never cut)
+	files      int // a user message: the tokens of its attachments as sent
 }
 
 type turn struct {
@@ -355,7 +366,7 @@ func (a *assembler) tokens(m *store.Message, calls []llm.ToolCall) int {
 }
 
 // turn pairs the tool results of msgs with their calls and cuts long results.
-func (a *assembler) turn(msgs []store.Message, summarySeq int64) turn {
+func (a *assembler) turn(msgs []store.Message, summarySeq int64, noImages bool) turn {
 	t := turn{msgs: msgs, items: make([]item, 0, len(msgs))}
 	paired := make([]bool, len(msgs))
 	for i := range msgs {
@@ -372,7 +383,7 @@ func (a *assembler) turn(msgs []store.Message, summarySeq int64) turn {
 			t.cuts = append(t.cuts, Cut{Seq: m.Seq, Reason: "unreadable tool calls: " + err.Error()})
 			calls = nil
 		}
-		if m.Content == "" && len(calls) == 0 {
+		if m.Content == "" && len(calls) == 0 && len(m.Attachments) == 0 {
 			reason := "empty message"
 			if m.Status == store.StatusError {
 				reason = "failed message with no content"
@@ -383,7 +394,10 @@ func (a *assembler) turn(msgs []store.Message, summarySeq int64) turn {
 		n := a.tokens(m, calls)
 		it := item{msg: llm.Message{Role: m.Role, Content: m.Content, ToolCalls: calls}, seq: m.Seq, cost: n + MessageOverhead}
 		if m.Role == store.RoleUser {
-			it.full, it.fullTokens = m.Content, n
+			// Attached files travel with their message: a turn is kept or dropped whole.
+			msg, extra, images := a.withAttachments(m, noImages)
+			it.msg, it.cost, it.images, it.files = msg, it.cost+extra+images, images, extra+images
+			it.full, it.fullTokens = msg.Content, n+extra
 		}
 		t.add(it)
 		if m.Role != store.RoleAssistant {
@@ -514,10 +528,11 @@ func (a *assembler) squeeze(t *turn, avail int) {
 		return
 	}
 	it := &t.items[u]
-	target := max(minimal, it.cost-(t.cost-avail))
-	text, n := shrink(a.tok, it.full, it.fullTokens, target-MessageOverhead, 0.5)
-	t.cost += n + MessageOverhead - it.cost
-	it.msg.Content, it.cost = text, n+MessageOverhead
+	target := max(minimal+it.images, it.cost-(t.cost-avail))
+	text, n := shrink(a.tok, it.full, it.fullTokens, target-MessageOverhead-it.images, 0.5)
+	t.cost += n + it.images + MessageOverhead - it.cost
+	it.msg.Content, it.cost = text, n+it.images+MessageOverhead
+	it.files = min(it.files, n+it.images) // the cut may have taken text files
 	t.setCut(it.seq, fmt.Sprintf("window overflow: newest user message cut %d → %d tokens", it.fullTokens, n))
 }
 

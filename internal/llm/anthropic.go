@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -194,9 +195,14 @@ func anthropicParams(req Request) (anthropic.MessageNewParams, error) {
 				params.System = append(params.System, anthropic.TextBlockParam{Text: m.Content})
 			}
 		case RoleUser:
-			if m.Content != "" {
-				add(RoleUser, anthropic.NewTextBlock(m.Content))
+			var blocks []anthropic.ContentBlockParamUnion
+			for _, img := range m.Images {
+				blocks = append(blocks, anthropic.NewImageBlockBase64(img.MediaType, base64.StdEncoding.EncodeToString(img.Data)))
 			}
+			if m.Content != "" {
+				blocks = append(blocks, anthropic.NewTextBlock(m.Content))
+			}
+			add(RoleUser, blocks...)
 		case RoleTool:
 			add(RoleUser, anthropic.NewToolResultBlock(m.ToolCallID, m.Content, false))
 		case RoleAssistant:

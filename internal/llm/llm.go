@@ -14,6 +14,7 @@ package llm
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -28,6 +29,22 @@ type Message struct {
 	Content    string
 	ToolCalls  []ToolCall // assistant messages that called tools
 	ToolCallID string     // tool messages: the call this is the result of
+	// Images of a user message (attached files), sent before Content as image parts:
+	// OpenAI "image_url" parts with a data: URL, Anthropic base64 image blocks. Only
+	// models marked vision-capable get them (the caller checks).
+	Images []Image `json:",omitempty"`
+}
+
+// Image is an image part of a message: one of image/png, image/jpeg, image/gif,
+// image/webp, checked by the caller.
+type Image struct {
+	MediaType string
+	Data      []byte
+}
+
+// DataURL is img as a data: URL (base64).
+func (img Image) DataURL() string {
+	return "data:" + img.MediaType + ";base64," + base64.StdEncoding.EncodeToString(img.Data)
 }
 
 // Roles.

@@ -286,9 +286,18 @@ type (
 	}
 	oaMessage struct {
 		Role       string       `json:"role"`
-		Content    *string      `json:"content,omitempty"`
+		Content    any          `json:"content,omitempty"` // *string, or []oaPart for a user message with images
 		ToolCalls  []oaToolCall `json:"tool_calls,omitempty"`
 		ToolCallID string       `json:"tool_call_id,omitempty"`
+	}
+	// oaPart is one part of a content array: text, or an image as a data: URL.
+	oaPart struct {
+		Type     string      `json:"type"`
+		Text     *string     `json:"text,omitempty"`
+		ImageURL *oaImageURL `json:"image_url,omitempty"`
+	}
+	oaImageURL struct {
+		URL string `json:"url"`
 	}
 	oaToolCall struct {
 		ID       string `json:"id"`
@@ -315,8 +324,20 @@ func openaiBody(req Request) ([]byte, error) {
 		msg := oaMessage{Role: m.Role}
 		content := m.Content
 		switch m.Role {
-		case RoleSystem, RoleUser:
+		case RoleSystem:
 			msg.Content = &content
+		case RoleUser:
+			msg.Content = &content
+			if len(m.Images) > 0 {
+				parts := make([]oaPart, 0, len(m.Images)+1)
+				for _, img := range m.Images {
+					parts = append(parts, oaPart{Type: "image_url", ImageURL: &oaImageURL{URL: img.DataURL()}})
+				}
+				if content != "" {
+					parts = append(parts, oaPart{Type: "text", Text: &content})
+				}
+				msg.Content = parts
+			}
 		case RoleTool:
 			msg.Content, msg.ToolCallID = &content, m.ToolCallID
 		case RoleAssistant:

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -38,8 +39,26 @@ func parseOpenAIBody(body []byte) (Request, error) {
 	req := Request{Model: in.Model, MaxTokens: in.MaxTokens}
 	for _, m := range in.Messages {
 		msg := Message{Role: m.Role, ToolCallID: m.ToolCallID}
-		if m.Content != nil {
-			msg.Content = *m.Content
+		switch c := m.Content.(type) {
+		case string:
+			msg.Content = c
+		case []any: // a user message with images: image_url parts, then a text part
+			for _, p := range c {
+				part, _ := p.(map[string]any)
+				switch part["type"] {
+				case "text":
+					t, _ := part["text"].(string)
+					msg.Content += t
+				case "image_url":
+					u, _ := part["image_url"].(map[string]any)
+					url, _ := u["url"].(string)
+					img, err := parseDataURL(url)
+					if err != nil {
+						return Request{}, fmt.Errorf("llm: parse chat completions request: %w", err)
+					}
+					msg.Images = append(msg.Images, img)
+				}
+			}
 		}
 		for _, tc := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
@@ -77,6 +96,10 @@ type (
 		Input     json.RawMessage `json:"input"`
 		ToolUseID string          `json:"tool_use_id"`
 		Content   anContent       `json:"content"`
+		Source    struct {
+			MediaType string `json:"media_type"`
+			Data      []byte `json:"data"` // base64 in the JSON
+		} `json:"source"`
 	}
 	// anContent is a string or a list of blocks.
 	anContent []anBlock
@@ -117,15 +140,29 @@ func parseAnthropicBody(body []byte) (Request, error) {
 	for _, m := range in.Messages {
 		switch m.Role {
 		case RoleUser:
-			// One user turn holds consecutive user and tool messages, a block each.
+			// One user turn holds consecutive user and tool messages, a block each; a
+			// user message's images come as blocks before its text block (none when
+			// its text is empty).
+			var images []Image
+			flush := func() {
+				if len(images) > 0 {
+					req.Messages = append(req.Messages, Message{Role: RoleUser, Images: images})
+					images = nil
+				}
+			}
 			for _, b := range m.Content {
 				switch b.Type {
+				case "image":
+					images = append(images, Image{MediaType: b.Source.MediaType, Data: b.Source.Data})
 				case "text":
-					req.Messages = append(req.Messages, Message{Role: RoleUser, Content: b.Text})
+					req.Messages = append(req.Messages, Message{Role: RoleUser, Content: b.Text, Images: images})
+					images = nil
 				case "tool_result":
+					flush()
 					req.Messages = append(req.Messages, Message{Role: RoleTool, ToolCallID: b.ToolUseID, Content: b.Content.text()})
 				}
 			}
+			flush()
 		case RoleAssistant:
 			msg := Message{Role: RoleAssistant}
 			for _, b := range m.Content {
@@ -152,4 +189,18 @@ func parseAnthropicBody(body []byte) (Request, error) {
 		req.Tools = append(req.Tools, ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}
 	return req, nil
+}
+
+// parseDataURL reads an image part's "data:<type>;base64,<data>" URL.
+func parseDataURL(url string) (Image, error) {
+	rest, ok := strings.CutPrefix(url, "data:")
+	media, enc, ok2 := strings.Cut(rest, ";base64,")
+	if !ok || !ok2 {
+		return Image{}, fmt.Errorf("an image part is not a base64 data: URL")
+	}
+	data, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return Image{}, fmt.Errorf("an image part's data: %w", err)
+	}
+	return Image{MediaType: media, Data: data}, nil
 }

@@ -52,6 +52,8 @@ type Catalog struct {
 type Choice struct {
 	Value string // "providerID:model", stored in sessions.model and the default setting
 	Label string // "Provider / model"
+	// Vision: the model takes images (see Catalog.Vision).
+	Vision bool
 }
 
 // Value joins a provider id and a model name into a choice value.
@@ -146,7 +148,8 @@ func (c *Catalog) Choices(ctx context.Context) ([]Choice, error) {
 	var out []Choice
 	for _, p := range ps {
 		for _, m := range p.Models {
-			out = append(out, Choice{Value: Value(p.ID, m), Label: p.Name + " / " + m})
+			out = append(out, Choice{Value: Value(p.ID, m), Label: p.Name + " / " + m,
+				Vision: p.Kind == store.KindAnthropic || p.Windows[m].Vision})
 		}
 	}
 	return out, nil

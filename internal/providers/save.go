@@ -29,7 +29,7 @@ type Input struct {
 	Name    string // 1 to 64 bytes
 	Kind    string // store.KindOpenAI or store.KindAnthropic
 	BaseURL string // "" for OpenAI means OpenAIBaseURL
-	// Models: each a name, optionally followed by "window=N" (see parseModel). None:
+	// Models: each a name, optionally followed by "window=N" and "vision" (see parseModel). None:
 	// listed from the endpoint for a new provider, kept for an existing one.
 	Models []string
 	APIKey string // plaintext; "" keeps the stored key
@@ -89,9 +89,9 @@ func (c *Catalog) Save(ctx context.Context, in Input) (p store.Provider, notice 
 
 // checkInput validates in and returns the provider row it describes (without id, key
 // or windows) and the windows typed with its models.
-func checkInput(in Input) (store.Provider, map[string]int, error) {
+func checkInput(in Input) (store.Provider, map[string]store.ModelWindow, error) {
 	p := store.Provider{Name: strings.TrimSpace(in.Name), Kind: in.Kind, BaseURL: strings.TrimSpace(in.BaseURL)}
-	typed := map[string]int{}
+	typed := map[string]store.ModelWindow{}
 	for _, entry := range in.Models {
 		m, window, err := parseModel(entry)
 		if err != nil {
@@ -101,7 +101,7 @@ func checkInput(in Input) (store.Provider, map[string]int, error) {
 			continue
 		}
 		p.Models = append(p.Models, m)
-		if window > 0 {
+		if window.Tokens > 0 || window.Vision {
 			typed[m] = window
 		}
 	}

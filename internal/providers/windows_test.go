@@ -94,3 +94,45 @@ func TestModelWindowInvalid(t *testing.T) {
 		t.Errorf("a refused provider was saved: %+v", ps)
 	}
 }
+
+// "vision" after a model's name marks it as taking images: kept with or without a
+// window, shown back in the edit form, kept by a refresh of the endpoint's list; every
+// Anthropic model takes images.
+func TestModelVisionFlag(t *testing.T) {
+	ctx := context.Background()
+	cat, _ := newCatalog(t)
+	srv := llmtest.NewServer(t)
+	srv.SetModels("gpt-4o", "llava", "text-only")
+	srv.SetWindows(map[string]int{"llava": 8192})
+	p, _, err := cat.Save(ctx, providers.Input{Name: "Local", Kind: store.KindOpenAI, BaseURL: srv.URL(),
+		Models: []string{"gpt-4o vision", "llava VISION window=8k", "text-only"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for model, want := range map[string]bool{"gpt-4o": true, "llava": true, "text-only": false, "unknown": false} {
+		if got := cat.Vision(ctx, providers.Value(p.ID, model)); got != want {
+			t.Errorf("Vision(%s) = %v, want %v", model, got, want)
+		}
+	}
+	if lines := providers.ModelLines(p); lines != "gpt-4o vision\nllava window=8192 vision\ntext-only" {
+		t.Errorf("form lines %q", lines)
+	}
+	p, _, err = cat.RefreshModels(ctx, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cat.Vision(ctx, providers.Value(p.ID, "gpt-4o")) || !cat.Vision(ctx, providers.Value(p.ID, "llava")) {
+		t.Errorf("a refresh lost the vision flag: %v", p.Windows)
+	}
+	if _, _, err := cat.Save(ctx, providers.Input{Name: "Bad", Kind: store.KindOpenAI, BaseURL: srv.URL(),
+		Models: []string{"m visoin"}}); errs.Code(err) != errs.Invalid {
+		t.Errorf("a misspelt option: %v, want Invalid", err)
+	}
+	a, _, err := cat.Save(ctx, providers.Input{Name: "Claude", Kind: store.KindAnthropic, BaseURL: srv.URL(), Models: []string{"claude-x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cat.Vision(ctx, providers.Value(a.ID, "claude-x")) {
+		t.Error("an Anthropic model is not vision-capable")
+	}
+}

@@ -23,7 +23,8 @@ type ImportedChat struct {
 }
 
 // ImportChats stores chats as new sessions of owner, all in one transaction: either
-// every chat and message is stored or nothing is. A bad role, status or tool-call JSON
+// every chat, message and attached file (Message.Attachments, with their IDs and data,
+// checked by the caller) is stored or nothing is. A bad role, status or tool-call JSON
 // is errs.Invalid naming the chat and message.
 func (db *DB) ImportChats(ctx context.Context, owner int64, chats []ImportedChat) error {
 	for i := range chats {
@@ -87,6 +88,15 @@ func (db *DB) ImportChats(ctx context.Context, owner int64, chats []ImportedChat
 				}
 				if err != nil {
 					return err
+				}
+				for _, a := range m.Attachments {
+					if _, err := tx.ExecContext(ctx, `INSERT INTO attachments (id, owner_id, session_id, message_id, name, kind, mime, size, width, height, tokens, data, created_at)
+						VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, a.ID, owner, c.ID, id, a.Name, a.Kind, a.MIME, len(a.Data), a.Width, a.Height, a.Tokens, a.Data, at); err != nil {
+						if isCheck(err) {
+							return errs.Wrap(errs.Invalid, err, "chat %d, message %d: a file is not valid", i+1, j+1)
+						}
+						return err
+					}
 				}
 				if m.Role == RoleAssistant && len(m.ToolCalls) > 0 {
 					var calls []struct{ ID string }

@@ -56,8 +56,11 @@ type Message struct {
 	Memories   []string      // ids of the long-term memories a reply used
 	Saved      []string      // ids of the memories an explicit "remember …" created (on its reply)
 	RunID      string        // the run that wrote it ("" for a user's message or one from before 0026)
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// Attachments of a user's message: AppendMessage binds the uploads named by their
+	// IDs; LoadContextMessages fills them with their data.
+	Attachments []Attachment
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, call_key, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id`
@@ -209,6 +212,13 @@ func (db *DB) appendMessages(ctx context.Context, msgs []*Message) error {
 			}
 			if err != nil {
 				return err
+			}
+			if len(m.Attachments) > 0 {
+				bound := *m
+				bound.ID = ids[i]
+				if err := bindAttachments(ctx, tx, &bound); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -450,7 +460,7 @@ const loadContextQuery = `SELECT id, seq, role, content, tool_calls, tool_call_i
 // session (one range scan of the (session_id, seq) index, on a statement
 // prepared at Open). max <= 0 means DefaultContextMessages. Only the fields the
 // context engine reads are filled: Reasoning, Error and Model are left empty, and
-// SessionID is sessionID. An unknown session yields no messages; ownership is the
+// SessionID is sessionID. A user message's Attachments come with their data. An unknown session yields no messages; ownership is the
 // caller's check.
 func (db *DB) LoadContextMessages(ctx context.Context, sessionID string, afterSeq int64, max int) ([]Message, error) {
 	if max <= 0 {
@@ -475,5 +485,20 @@ func (db *DB) LoadContextMessages(ctx context.Context, sessionID string, afterSe
 		return nil, fmt.Errorf("store: load context messages: %w", err)
 	}
 	slices.Reverse(msgs)
+	var users []int64
+	for _, m := range msgs {
+		if m.Role == RoleUser {
+			users = append(users, m.ID)
+		}
+	}
+	if len(users) > 0 {
+		atts, err := db.messageAttachments(ctx, sessionID, users, true)
+		if err != nil {
+			return nil, fmt.Errorf("store: load context messages: %w", err)
+		}
+		for i := range msgs {
+			msgs[i].Attachments = atts[msgs[i].ID]
+		}
+	}
 	return msgs, nil
 }

@@ -34,11 +34,14 @@ type Provider struct {
 	UpdatedAt time.Time
 }
 
-// ModelWindow is one model's context window in tokens. Reported says the endpoint's
-// model list gave it (refreshing the list may change it); otherwise an admin typed it.
+// ModelWindow is what is known of one model: its context window in tokens (0: the
+// instance's) and whether it takes images. Reported says the endpoint's model list gave
+// the window (refreshing the list may change it); otherwise an admin typed it. Vision
+// is only ever typed by an admin ("vision" after the model's name).
 type ModelWindow struct {
 	Tokens   int  `json:"tokens"`
 	Reported bool `json:"reported,omitempty"`
+	Vision   bool `json:"vision,omitempty"`
 }
 
 const providerCols = `id, name, kind, base_url, api_key_sealed, models, model_windows, created_at, updated_at`
@@ -78,7 +81,7 @@ func validProvider(p *Provider) (models, windows string, err error) {
 	// Only windows of listed models are kept: a removed model takes its window along.
 	kept := map[string]ModelWindow{}
 	for _, m := range list {
-		if w, ok := p.Windows[m]; ok && w.Tokens > 0 {
+		if w, ok := p.Windows[m]; ok && (w.Tokens > 0 || w.Vision) {
 			kept[m] = w
 		}
 	}

@@ -277,6 +277,7 @@ var userRows = []string{
 	`DELETE FROM spans WHERE run_id IN (SELECT id FROM runs WHERE owner_id = ?1)`,
 	`DELETE FROM runs WHERE owner_id = ?1`,
 	`DELETE FROM session_leases WHERE session_id IN (SELECT id FROM sessions WHERE owner_id = ?1)`,
+	`DELETE FROM attachments WHERE owner_id = ?1`,
 	`DELETE FROM messages WHERE session_id IN (SELECT id FROM sessions WHERE owner_id = ?1)`,
 	`DELETE FROM sessions WHERE owner_id = ?1`,
 	`DELETE FROM logins WHERE user_id = ?1`,

@@ -189,7 +189,10 @@ func userData(t *testing.T, db *store.DB, u store.User, r *rand.Rand) {
 	ctx := context.Background()
 	sid := fmt.Sprintf("session-of-%d", u.ID)
 	mustSession(t, db, sid, u.ID)
-	mustNil(t, db.AppendMessage(ctx, &store.Message{SessionID: sid, Role: store.RoleUser, Content: "hello from " + u.Username}))
+	file := store.Attachment{ID: fmt.Sprintf("file-%d", u.ID), OwnerID: u.ID, SessionID: sid, Name: "a.txt", Kind: store.AttachText, MIME: "text/plain", Data: []byte("file of " + u.Username)}
+	mustNil(t, db.CreateAttachment(ctx, &file))
+	mustNil(t, db.AppendMessage(ctx, &store.Message{SessionID: sid, Role: store.RoleUser, Content: "hello from " + u.Username,
+		Attachments: []store.Attachment{{ID: file.ID}}}))
 	if ok, err := db.AcquireLease(ctx, sid, "test", time.Minute); err != nil || !ok {
 		t.Fatalf("lease: %v %v", ok, err)
 	}
@@ -252,7 +255,7 @@ func TestDeleteUser(t *testing.T) {
 	bobBefore := ownedRows(t, db, bob.ID)
 	annBefore := ownedRows(t, db, ann.ID)
 	for _, k := range []string{"sessions.owner_id", "runs.owner_id", "memories.owner_id", "memory_terms.owner_id",
-		"memory_bits.owner_id", "memory_vector_versions.owner_id", "logins.user_id", "data_keys.owner_id", "audit_log.subject_id", "users.id", "settings"} {
+		"memory_bits.owner_id", "memory_vector_versions.owner_id", "logins.user_id", "data_keys.owner_id", "audit_log.subject_id", "users.id", "settings", "attachments.owner_id"} {
 		if annBefore[k] == 0 {
 			t.Fatalf("the fixture gave ann no row in %s: %v", k, annBefore)
 		}

@@ -128,3 +128,17 @@ func TestRedactionInStoredRows(t *testing.T) {
 		}
 	}
 }
+
+// Long base64 runs (attached images) pass through byte for byte and are not scanned,
+// while credentials around them, or shaped like them, are still replaced.
+func TestRedactSkipsImageBase64(t *testing.T) {
+	r := trace.NewRedactor()
+	run := strings.Repeat("QUtleUtFWWtleQ+/", 200) // base64 with "key" and "KEY" in it
+	token := strings.Repeat("abcDEF123", 200)      // a long bearer token: still a credential
+	in := `{"auth":"Bearer ` + token + `","url":"data:image/png;base64,` + run + `==","k":"sk-abcdefghijklmnopqrstuv","data":"` + run + `"}`
+	got := r.String(in)
+	want := `{"auth":"Bearer [REDACTED]","url":"data:image/png;base64,` + run + `==","k":"[REDACTED]","data":"` + run + `"}`
+	if got != want {
+		t.Errorf("redacted =\n%.300s…\nwant\n%.300s…", got, want)
+	}
+}

@@ -150,6 +150,11 @@ func parseAnthropic(body []byte) ChatRequest {
 			Input     json.RawMessage `json:"input"`
 			ToolUseID string          `json:"tool_use_id"`
 			Content   json.RawMessage `json:"content"`
+			Source    struct {
+				Type      string `json:"type"`
+				MediaType string `json:"media_type"`
+				Data      string `json:"data"`
+			} `json:"source"`
 		}
 		_ = json.Unmarshal(m.Content, &blocks)
 		msg := Message{Role: m.Role}
@@ -160,12 +165,14 @@ func parseAnthropic(body []byte) ChatRequest {
 				text.WriteString(b.Text)
 			case "tool_use":
 				msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: b.ID, Name: b.Name, Arguments: string(b.Input)})
+			case "image":
+				msg.Images = append(msg.Images, "data:"+b.Source.MediaType+";base64,"+b.Source.Data)
 			case "tool_result":
 				req.Messages = append(req.Messages, Message{Role: "tool", ToolCallID: b.ToolUseID, Content: textOf(b.Content)})
 			}
 		}
 		msg.Content = text.String()
-		if msg.Content != "" || len(msg.ToolCalls) > 0 {
+		if msg.Content != "" || len(msg.ToolCalls) > 0 || len(msg.Images) > 0 {
 			req.Messages = append(req.Messages, msg)
 		}
 	}

@@ -116,6 +116,19 @@ func parseOpenAI(body []byte) ChatRequest {
 	req.Model, req.Stream, req.MaxTokens = v.Model, v.Stream, v.MaxTokens
 	for _, m := range v.Messages {
 		msg := Message{Role: m.Role, Content: textOf(m.Content), ToolCallID: m.ToolCallID}
+		var parts []struct {
+			Type     string `json:"type"`
+			ImageURL struct {
+				URL string `json:"url"`
+			} `json:"image_url"`
+		}
+		if json.Unmarshal(m.Content, &parts) == nil {
+			for _, p := range parts {
+				if p.Type == "image_url" {
+					msg.Images = append(msg.Images, p.ImageURL.URL)
+				}
+			}
+		}
 		for _, tc := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}

@@ -66,6 +66,9 @@ type Message struct {
 	Content    string
 	ToolCalls  []ToolCall
 	ToolCallID string
+	// Images are a user message's image parts as data: URLs (an Anthropic base64
+	// block is written as one too: "data:<media_type>;base64,<data>").
+	Images []string
 }
 
 // Tool is a tool offered in a received request.

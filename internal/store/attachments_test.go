@@ -1,0 +1,94 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"atrium/internal/errs"
+	"atrium/internal/store"
+)
+
+// An upload is unsent until the message that names it is committed, in the same
+// transaction; then it loads with its message for the context (with its data) and for
+// the page (without), is no longer unsent, and cannot be bound again. A send naming
+// an upload of another chat stores nothing.
+func TestAttachmentsBindToTheirMessage(t *testing.T) {
+	db := mustOpen(t)
+	ctx := context.Background()
+	u := mustUser(t, db, "ann", store.RoleUser)
+	other := mustUser(t, db, "bob", store.RoleUser)
+	mustSession(t, db, "s1", u.ID)
+	mustSession(t, db, "s2", u.ID)
+	mustSession(t, db, "b1", other.ID)
+
+	img := store.Attachment{ID: "f-img", OwnerID: u.ID, SessionID: "s1", Name: "p.png", Kind: store.AttachImage, MIME: "image/png",
+		Width: 2, Height: 3, Tokens: 85, Data: []byte("\x89PNG-bytes")}
+	txt := store.Attachment{ID: "f-txt", OwnerID: u.ID, SessionID: "s1", Name: "n.md", Kind: store.AttachText, MIME: "text/markdown",
+		Tokens: 7, Data: []byte("# notes")}
+	elsewhere := store.Attachment{ID: "f-s2", OwnerID: u.ID, SessionID: "s2", Name: "x.txt", Kind: store.AttachText, MIME: "text/plain", Data: []byte("x")}
+	for _, a := range []*store.Attachment{&img, &txt, &elsewhere} {
+		mustNil(t, db.CreateAttachment(ctx, a))
+	}
+	// Into another user's chat: not found.
+	foreign := store.Attachment{ID: "f-b", OwnerID: u.ID, SessionID: "b1", Name: "y", Kind: store.AttachText, MIME: "text/plain", Data: []byte("y")}
+	if err := db.CreateAttachment(ctx, &foreign); errs.Code(err) != errs.NotFound {
+		t.Errorf("upload into another user's chat: %v", err)
+	}
+	if got, err := db.UnsentAttachments(ctx, "s1", u.ID, []string{"f-txt", "f-img"}); err != nil || len(got) != 2 || got[0].ID != "f-txt" || got[1].Data != nil {
+		t.Fatalf("unsent = %+v, %v", got, err)
+	}
+	for _, ids := range [][]string{{"f-s2"}, {"f-img", "nope"}} {
+		if _, err := db.UnsentAttachments(ctx, "s1", u.ID, ids); errs.Code(err) != errs.NotFound {
+			t.Errorf("unsent %v in s1: %v, want NotFound", ids, err)
+		}
+	}
+	if _, err := db.UnsentAttachments(ctx, "s1", other.ID, []string{"f-img"}); errs.Code(err) != errs.NotFound {
+		t.Errorf("another owner's unsent: %v", err)
+	}
+
+	// A message naming an upload of another chat: nothing is stored.
+	bad := &store.Message{SessionID: "s1", Role: store.RoleUser, Content: "x", Attachments: []store.Attachment{{ID: "f-img"}, {ID: "f-s2"}}}
+	if err := db.AppendMessage(ctx, bad); errs.Code(err) != errs.NotFound {
+		t.Fatalf("bind another chat's file: %v", err)
+	}
+	if msgs, _, _ := db.LatestMessages(ctx, "s1", 10); len(msgs) != 0 {
+		t.Fatalf("a message was stored: %+v", msgs)
+	}
+
+	m := &store.Message{SessionID: "s1", Role: store.RoleUser, Content: "look", Attachments: []store.Attachment{{ID: "f-img"}, {ID: "f-txt"}}}
+	mustNil(t, db.AppendMessage(ctx, m))
+	ctxMsgs, err := db.LoadContextMessages(ctx, "s1", 0, 0)
+	mustNil(t, err)
+	if len(ctxMsgs) != 1 || len(ctxMsgs[0].Attachments) != 2 || string(ctxMsgs[0].Attachments[0].Data) != "\x89PNG-bytes" ||
+		ctxMsgs[0].Attachments[0].Width != 2 || ctxMsgs[0].Attachments[1].Tokens != 7 {
+		t.Fatalf("context messages = %+v", ctxMsgs)
+	}
+	page, err := db.MessageAttachments(ctx, "s1", []int64{m.ID})
+	mustNil(t, err)
+	if a := page[m.ID]; len(a) != 2 || a[0].Data != nil || a[0].Name != "p.png" {
+		t.Errorf("page attachments = %+v", page)
+	}
+	if _, err := db.UnsentAttachments(ctx, "s1", u.ID, []string{"f-img"}); errs.Code(err) != errs.NotFound {
+		t.Errorf("a sent file is still unsent: %v", err)
+	}
+	again := &store.Message{SessionID: "s1", Role: store.RoleUser, Content: "again", Attachments: []store.Attachment{{ID: "f-img"}}}
+	if err := db.AppendMessage(ctx, again); errs.Code(err) != errs.NotFound {
+		t.Errorf("a file bound twice: %v", err)
+	}
+	if err := db.DeleteUnsentAttachment(ctx, "f-img", u.ID); errs.Code(err) != errs.NotFound {
+		t.Errorf("removing a sent file: %v", err)
+	}
+	if _, err := db.Attachment(ctx, "f-img", other.ID); errs.Code(err) != errs.NotFound {
+		t.Errorf("another owner reads the file: %v", err)
+	}
+
+	// Pruning takes only old unsent uploads; deleting the chat takes the rest.
+	if n, err := db.PruneUnsentAttachments(ctx, time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Errorf("pruned %d (%v), want 1 (f-s2)", n, err)
+	}
+	mustNil(t, db.DeleteSession(ctx, "s1", u.ID))
+	if _, err := db.Attachment(ctx, "f-txt", u.ID); errs.Code(err) != errs.NotFound {
+		t.Errorf("a file of a deleted chat: %v", err)
+	}
+}

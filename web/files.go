@@ -1,0 +1,337 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	_ "image/gif"  // decoders for the upload check
+	_ "image/jpeg" //
+	_ "image/png"  //
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	_ "golang.org/x/image/webp" // WebP decoder for the upload check
+
+	"atrium/internal/contextwin"
+	"atrium/internal/errs"
+	"atrium/internal/store"
+)
+
+// This file is files attached to a chat message: the upload (checked by content, held
+// unsent until a message uses it), the view and download, and the check at send time.
+
+// Limits on attached files. An image is sent to the model base64-encoded, a third
+// larger; providers refuse images over 5 MB (Anthropic) or 20 MB (OpenAI), and both
+// scale down anything larger than about 1,600–2,000 pixels, so more would only cost.
+const (
+	maxImageBytes      = 5 << 20
+	maxTextFileBytes   = 1 << 20
+	maxImageSide       = 8000       // pixels, either side
+	maxImagePixels     = 24_000_000 // width × height, which bounds the decode's memory (~96 MB)
+	maxFilesPerMessage = 8
+	maxMessageFiles    = 20 << 20 // all the files of one message together
+	maxUnsentFiles     = 32       // uploads of one user not yet sent
+	unsentFileTTL      = 24 * time.Hour
+	uploadBodyLimit    = maxImageBytes + formBodyLimit // one file and the CSRF field
+	maxFileNameBytes   = 200
+)
+
+// fileJSON is what an upload answers: what the composer's chip shows, and the id the
+// send names.
+type fileJSON struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	Kind   string `json:"kind"`
+	MIME   string `json:"mime"`
+	Tokens int    `json:"tokens"`
+	URL    string `json:"url"`
+}
+
+// uploadFile stores one file (form field "file") for chat :id, unsent, and answers
+// its chip's data as JSON. The content decides what it is: an image PNG, JPEG, GIF or
+// WebP that decodes within the limits, or UTF-8 text; anything else is refused.
+// Uploads older than a day that no message used are deleted on the way.
+func (s *Server) uploadFile(c echo.Context) error {
+	ss, err := s.ownedSession(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if n, err := s.Store.PruneUnsentAttachments(ctx, s.Now().Add(-unsentFileTTL)); err != nil {
+		s.Log.Warn("web: prune unsent files", "err", err)
+	} else if n > 0 {
+		s.Log.Info("web: unsent files expired", "count", n)
+	}
+	fh, err := c.FormFile("file")
+	if err != nil {
+		return errs.E(errs.Invalid, "No file was received: choose a file to attach.")
+	}
+	f, err := fh.Open()
+	if err != nil {
+		return errs.Wrap(errs.Invalid, err, "The file could not be read.")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxImageBytes+1))
+	f.Close()
+	if err != nil {
+		return errs.Wrap(errs.Invalid, err, "The file could not be read.")
+	}
+	if pending, err := s.Store.CountUnsentAttachments(ctx, ss.OwnerID); err != nil {
+		return err
+	} else if pending >= maxUnsentFiles {
+		return errs.E(errs.Conflict, "You have %d attached files that are not sent yet: send or remove some first.", pending)
+	}
+	a, err := checkFile(fileName(fh.Filename), data)
+	if err != nil {
+		return err
+	}
+	if a.Kind == store.AttachText {
+		a.Tokens = contextwin.NewTokenizer().Count(contextwin.FileBlock(a.Name, a.MIME, string(a.Data)))
+		if limit := s.fileTokenLimit(ctx, ss.Model); a.Tokens > limit {
+			return errs.E(errs.TooLarge, "%s is about %d tokens: more than this chat's model can take in one message (at most %d tokens of files, half of its context). Attach a part of it.",
+				a.Name, a.Tokens, limit)
+		}
+	}
+	a.ID, a.OwnerID, a.SessionID = uuid.NewString(), ss.OwnerID, ss.ID
+	if err := s.Store.CreateAttachment(ctx, &a); err != nil {
+		if errs.Is(err, errs.NotFound) {
+			return echo.ErrNotFound
+		}
+		return err
+	}
+	return c.JSON(http.StatusOK, fileJSON{ID: a.ID, Name: a.Name, Size: a.Size, Kind: a.Kind, MIME: a.MIME,
+		Tokens: a.Tokens, URL: fileURL(a.ID)})
+}
+
+// fileURL is where a file is viewed or downloaded.
+func fileURL(id string) string { return "/files/" + id }
+
+// fileName keeps the base of a browser's file name, without control characters, at
+// most maxFileNameBytes; "" becomes "file".
+func fileName(raw string) string {
+	name := path.Base(strings.ReplaceAll(raw, "\\", "/"))
+	name = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+			return -1
+		}
+		return r
+	}, name)
+	if len(name) > maxFileNameBytes {
+		cut := maxFileNameBytes
+		for cut > 0 && !utf8.RuneStart(name[cut]) {
+			cut--
+		}
+		name = name[:cut]
+	}
+	if name == "" || name == "." || name == "/" {
+		name = "file"
+	}
+	return name
+}
+
+// imageTypes are the raster formats models take, by the type the content sniffs as.
+var imageTypes = map[string]string{"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
+
+// checkFile decides what data is by its content, never by its name or the browser's
+// claim, and checks it: an image must decode whole within the pixel limits; text must
+// be UTF-8 without NUL bytes (a byte-order mark is dropped). Errors are errs.Invalid
+// or errs.TooLarge and say what is accepted.
+func checkFile(name string, data []byte) (store.Attachment, error) {
+	a := store.Attachment{Name: name}
+	sniffed := http.DetectContentType(data)
+	if format, ok := imageTypes[sniffed]; ok {
+		if len(data) > maxImageBytes {
+			return a, errs.E(errs.TooLarge, "%s is larger than %s, the limit for an image.", name, byteSize(maxImageBytes))
+		}
+		cfg, got, err := image.DecodeConfig(bytes.NewReader(data))
+		if err != nil || got != format {
+			return a, errs.E(errs.Invalid, "%s is not a readable %s image.", name, strings.ToUpper(format))
+		}
+		if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > maxImageSide || cfg.Height > maxImageSide || cfg.Width*cfg.Height > maxImagePixels {
+			return a, errs.E(errs.TooLarge, "%s is %d×%d pixels: at most %d on a side and %d megapixels.", name, cfg.Width, cfg.Height, maxImageSide, maxImagePixels/1_000_000)
+		}
+		// The whole image must decode: a file that only starts like one is refused here,
+		// not by the provider in the middle of a chat.
+		if _, _, err := image.Decode(bytes.NewReader(data)); err != nil {
+			return a, errs.E(errs.Invalid, "%s is not a readable %s image (%s).", name, strings.ToUpper(format), err.Error())
+		}
+		a.Kind, a.MIME, a.Width, a.Height, a.Data = store.AttachImage, sniffed, cfg.Width, cfg.Height, data
+		a.Tokens = contextwin.ImageTokens(cfg.Width, cfg.Height)
+		return a, nil
+	}
+	text := bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	if !utf8.Valid(text) || bytes.IndexByte(text, 0) >= 0 {
+		what := "a binary file"
+		if sniffed == "application/pdf" {
+			what = "a PDF (its text cannot be read here yet: copy the text into a .txt file)"
+		}
+		return a, errs.E(errs.Invalid, "%s is %s. You can attach text files (UTF-8: code, markdown, CSV, …) and PNG, JPEG, GIF or WebP images.", name, what)
+	}
+	if len(data) > maxTextFileBytes {
+		return a, errs.E(errs.TooLarge, "%s is larger than %s, the limit for a text file.", name, byteSize(maxTextFileBytes))
+	}
+	a.Kind, a.MIME, a.Data = store.AttachText, textType(name), text
+	return a, nil
+}
+
+// textType names a text file's kind for the model from its extension (the content is
+// known to be text already): what it is, not how it is served.
+func textType(name string) string {
+	switch ext := strings.ToLower(path.Ext(name)); ext {
+	case ".md", ".markdown":
+		return "text/markdown"
+	case ".csv":
+		return "text/csv"
+	case ".tsv":
+		return "text/tab-separated-values"
+	case ".json":
+		return "application/json"
+	case ".html", ".htm":
+		return "text/html"
+	case ".svg":
+		return "image/svg+xml"
+	case ".xml":
+		return "text/xml"
+	case "", ".txt", ".log":
+		return "text/plain"
+	default:
+		if t := mime.TypeByExtension(ext); strings.HasPrefix(t, "text/") {
+			t, _, _ = strings.Cut(t, ";")
+			return t
+		}
+		return "text/plain"
+	}
+}
+
+// fileTokenLimit is the most the files of one message may cost: half of what the
+// chat's model has for history (its window less the reply reserve), so the message
+// and some history still fit.
+func (s *Server) fileTokenLimit(ctx context.Context, model string) int {
+	b := contextwin.DefaultBudgets()
+	if s.Config.ContextWindow > 0 {
+		b = b.WithWindow(s.Config.ContextWindow)
+	}
+	if s.Providers != nil {
+		if w := s.Providers.Window(ctx, model); w > 0 {
+			b = b.WithWindow(w)
+		}
+	}
+	return (b.Window - b.ReplyReserve) / 2
+}
+
+// showFile serves a file of the logged-in user: another user's, or one that does not
+// exist, is a 404. Images are served as their sniffed type, to be shown; anything else
+// as plain text to download (an HTML or SVG file never runs). No response may be
+// sniffed into something else, framed, or run scripts.
+func (s *Server) showFile(c echo.Context) error {
+	u, _ := currentUser(c)
+	a, err := s.Store.Attachment(c.Request().Context(), c.Param("fid"), u.ID)
+	if errs.Is(err, errs.NotFound) {
+		return echo.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	h := c.Response().Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox")
+	ctype, disposition := "text/plain; charset=utf-8", "attachment"
+	if _, ok := imageTypes[a.MIME]; ok && a.Kind == store.AttachImage && c.QueryParam("download") == "" {
+		ctype, disposition = a.MIME, "inline"
+	}
+	h.Set("Content-Disposition", mime.FormatMediaType(disposition, map[string]string{"filename": a.Name}))
+	return c.Blob(http.StatusOK, ctype, a.Data)
+}
+
+// removeFile deletes an upload of the logged-in user that no message uses yet (the
+// chip's remove button). A sent file, or another user's, is a 404.
+func (s *Server) removeFile(c echo.Context) error {
+	u, _ := currentUser(c)
+	err := s.Store.DeleteUnsentAttachment(c.Request().Context(), c.Param("fid"), u.ID)
+	if errs.Is(err, errs.NotFound) {
+		return echo.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// checkSendFiles checks the uploads a send names (ids) for chat ss: each an unsent
+// upload of this chat and user, at most maxFilesPerMessage and maxMessageFiles
+// together, within the model's file budget, and images only for a model that takes
+// them. Errors say what to change; nothing is sent.
+func (s *Server) checkSendFiles(ctx context.Context, ss store.Session, ids []string) ([]string, error) {
+	seen := map[string]bool{}
+	var uniq []string
+	for _, id := range ids {
+		if id = strings.TrimSpace(id); id != "" && !seen[id] {
+			seen[id] = true
+			uniq = append(uniq, id)
+		}
+	}
+	if len(uniq) == 0 {
+		return nil, nil
+	}
+	if len(uniq) > maxFilesPerMessage {
+		return nil, errs.E(errs.Invalid, "At most %d files can be attached to one message; nothing was sent.", maxFilesPerMessage)
+	}
+	atts, err := s.Store.UnsentAttachments(ctx, ss.ID, ss.OwnerID, uniq)
+	if err != nil {
+		return nil, err
+	}
+	var size int64
+	tokens, images := 0, 0
+	for _, a := range atts {
+		size += a.Size
+		tokens += a.Tokens
+		if a.Kind == store.AttachImage {
+			images++
+		}
+	}
+	if size > maxMessageFiles {
+		return nil, errs.E(errs.TooLarge, "The attached files come to %s: at most %s per message. Nothing was sent.", byteSize(size), byteSize(maxMessageFiles))
+	}
+	if limit := s.fileTokenLimit(ctx, ss.Model); tokens > limit {
+		return nil, errs.E(errs.TooLarge, "The attached files are about %d tokens: this chat's model takes at most %d tokens of files in one message (half of its context). Remove some; nothing was sent.",
+			tokens, limit)
+	}
+	if images > 0 && (s.Providers == nil || !s.Providers.Vision(ctx, ss.Model)) {
+		return nil, errs.E(errs.Invalid, "%s", noVisionMessage)
+	}
+	return uniq, nil
+}
+
+// noVisionMessage says why an image cannot be sent and what to do.
+var noVisionMessage = fmt.Sprint("This chat's model does not take images. Pick a model that does in the chat's header, ",
+	"or remove the image; nothing was sent. (An admin marks a model of an OpenAI-compatible provider as vision-capable ",
+	"by adding \"vision\" after its name in Settings → Providers; Anthropic models all take images.)")
+
+// withFiles fills the Attachments of the page's user messages (without their data),
+// for the chips and thumbnails.
+func (s *Server) withFiles(ctx context.Context, sessionID string, msgs []store.Message) error {
+	var ids []int64
+	for _, m := range msgs {
+		if m.Role == store.RoleUser {
+			ids = append(ids, m.ID)
+		}
+	}
+	atts, err := s.Store.MessageAttachments(ctx, sessionID, ids)
+	if err != nil {
+		return err
+	}
+	for i := range msgs {
+		if a, ok := atts[msgs[i].ID]; ok {
+			msgs[i].Attachments = a
+		}
+	}
+	return nil
+}
