@@ -1,19 +1,18 @@
 package pdftext_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"atrium/internal/pdftext"
 	"atrium/internal/pdftext/pdftest"
+	"atrium/internal/testkit"
 )
 
 // TestMain lets the test binary be the child, as main.go lets atrium be.
@@ -82,7 +81,7 @@ func TestHostilePDFsAreRefused(t *testing.T) {
 			"<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [2 0 R] /Count 1000000 >>"}), "1000000 pages"},
 		{"not a PDF", []byte("PK\x03\x04 a zip file"), "does not start like a PDF"},
 	}
-	before := peakRSS(t)
+	before := testkit.PeakRSS(t)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
@@ -101,7 +100,7 @@ func TestHostilePDFsAreRefused(t *testing.T) {
 			t.Logf("%v: %v", took.Round(time.Millisecond), err)
 		})
 	}
-	if grew := peakRSS(t) - before; grew > 64<<20 {
+	if grew := testkit.PeakRSS(t) - before; grew > 64<<20 {
 		t.Errorf("the parent's peak RSS grew by %d MiB", grew>>20)
 	}
 }
@@ -142,22 +141,4 @@ func TestLimits(t *testing.T) {
 			t.Errorf("err = %v", err)
 		}
 	})
-}
-
-// peakRSS is this process's peak resident set (VmHWM).
-func peakRSS(t testing.TB) int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		t.Skip("no /proc:", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM")
-	return 0
 }
