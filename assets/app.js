@@ -169,6 +169,17 @@
     takeSendResult();
   });
 
+  // Cancel in a message's inline editor closes it and puts the text back as it was.
+  document.addEventListener('click', function (e) {
+    if (!(e.target instanceof Element)) return;
+    var cancel = e.target.closest('[data-edit-cancel]');
+    if (!cancel) return;
+    var box = cancel.closest('details');
+    var ta = box ? box.querySelector('textarea') : null;
+    if (ta) ta.value = ta.defaultValue;
+    if (box) box.open = false;
+  });
+
   // (3) Copy buttons on code blocks, and on each message: its source (a user's text,
   // a reply's markdown from data-source), not the rendered HTML.
   document.addEventListener('click', function (e) {

@@ -199,7 +199,9 @@ func (s *Server) chatViewAt(ctx context.Context, ss store.Session, snap Snapshot
 			return views.Chat{}, err
 		}
 		if len(msgs) > 0 {
-			chat.Messages = messageViews(msgs, liveHider(snap))
+			if chat.Messages, err = s.pageViews(ctx, ss.ID, msgs, liveHider(snap)); err != nil {
+				return views.Chat{}, err
+			}
 			if err := s.fillMemoryChips(ctx, ss.OwnerID, ss.ID, chat.Messages); err != nil {
 				return views.Chat{}, err
 			}
@@ -248,7 +250,10 @@ func (s *Server) newerMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	items := messageViews(msgs, liveHider(s.Hub.Snapshot(ss.ID)))
+	items, err := s.pageViews(ctx, ss.ID, msgs, liveHider(s.Hub.Snapshot(ss.ID)))
+	if err != nil {
+		return err
+	}
 	if err := s.fillMemoryChips(ctx, ss.OwnerID, ss.ID, items); err != nil {
 		return err
 	}

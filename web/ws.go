@@ -1,9 +1,11 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -31,6 +33,9 @@ type clientFrame struct {
 	// Memory chips: undo names a memory its chat saved, accept/reject a suggestion.
 	Memory     string `json:"memory"`
 	Suggestion string `json:"suggestion"`
+	// ID names a stored message of the chat: the one to edit (with Text), the reply to
+	// regenerate or retry, or the version to show.
+	ID string `json:"id"`
 	// Nonce names a composer send: the answer (FrameSendResult) carries it back, and
 	// the composer keeps its text until that answer says the message was accepted.
 	Nonce string `json:"nonce"`
@@ -180,7 +185,7 @@ func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss s
 			continue
 		}
 		switch f.Type {
-		case "send", "stop", "undo", "accept", "reject":
+		case "send", "stop", "undo", "accept", "reject", "edit", "regenerate", "version":
 		default:
 			notify("Unknown request type; nothing was saved.")
 			continue
@@ -217,8 +222,39 @@ func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss s
 			s.Agent.Stop(ss.ID)
 		case "undo", "accept", "reject":
 			s.memoryFrame(c.Request().Context(), ss, f, notify)
+		case "edit", "regenerate", "version":
+			if err := s.branchFrame(c.Request().Context(), u, ss.ID, f); err != nil {
+				notify(errs.Message(err))
+			}
 		}
 	}
+}
+
+// branchFrame moves the branch on screen for u (the login's user as just re-checked):
+// an edit of a user message, a regenerate or retry of a reply, or a flip to another
+// version. The message must be of this chat (else "Not found"); the agent refuses it
+// while the chat answers. Every tab of the chat follows (EventBranch).
+func (s *Server) branchFrame(ctx context.Context, u store.User, sessionID string, f clientFrame) error {
+	ss, err := s.Store.SessionForOwner(ctx, sessionID, u.ID)
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(f.ID, 10, 64)
+	if err != nil || id <= 0 {
+		return errs.E(errs.NotFound, "Message not found.")
+	}
+	switch f.Type {
+	case "edit":
+		err = s.Agent.Edit(ctx, ss, id, f.Text)
+	case "regenerate":
+		err = s.Agent.Regenerate(ctx, ss, id)
+	default:
+		err = s.Agent.SelectVersion(ctx, ss, id)
+	}
+	if errs.Code(err) == errs.Internal {
+		s.Log.Error("web: "+f.Type, "session", ss.ID, "err", err)
+	}
+	return err
 }
 
 // answerSend tells the sending tab whether its message was accepted (err == nil) or

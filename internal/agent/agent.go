@@ -341,14 +341,16 @@ func (a *Agent) begin(ctx context.Context, r *run, s store.Session, st turnStart
 	user := &store.Message{SessionID: s.ID, Role: store.RoleUser, Content: st.text, Status: store.StatusComplete}
 	user.Tokens = a.countTokens(user)
 	var err error
+	var versions *store.Versions
 	kind := EventUserMessage
 	switch {
 	case st.edit != 0:
 		err, kind = a.Store.EditUserMessage(ctx, st.edit, user), EventBranch
 	case st.regen != 0:
 		var u store.Message
-		u, err = a.Store.BranchReply(ctx, s.ID, st.regen)
-		user, kind = &u, EventBranch
+		var v store.Versions
+		u, v, err = a.Store.BranchReply(ctx, s.ID, st.regen)
+		user, versions, kind = &u, &v, EventBranch
 	default:
 		err = a.Store.AppendMessage(ctx, user)
 	}
@@ -356,7 +358,7 @@ func (a *Agent) begin(ctx context.Context, r *run, s store.Session, st turnStart
 		a.releaseLease(r, s)
 		return nil, fmt.Errorf("agent: save user message: %w", err)
 	}
-	a.publish(Event{Kind: kind, RunID: r.id, SessionID: s.ID, OwnerID: s.OwnerID, Message: user})
+	a.publish(Event{Kind: kind, RunID: r.id, SessionID: s.ID, OwnerID: s.OwnerID, Message: user, Versions: versions})
 	return user, nil
 }
 

@@ -23,7 +23,8 @@ const (
 	EventTitle                        // Session: the model gave the chat its title
 	// EventBranch: the branch on screen changed (an edit, a regenerate or retry, or a
 	// flip between versions). Message is the user message the new run answers (RunID set),
-	// or nil after a flip.
+	// or nil after a flip; Versions, after a regenerate, where its reply will stand among
+	// the versions of the reply.
 	EventBranch
 )
 
@@ -80,7 +81,8 @@ type Event struct {
 	Step      int // the model step (1…MaxSteps) for per-step events
 
 	Message     *store.Message
-	Session     *store.Session // EventTitle: the chat as it is now
+	Session     *store.Session  // EventTitle: the chat as it is now
+	Versions    *store.Versions // EventBranch
 	Text        string
 	Model       string
 	Request     *llm.Request

@@ -141,11 +141,13 @@ func (db *DB) insertInTx(ctx context.Context, tx *sql.Tx, m *Message, now int64)
 // id (Regenerate, or Retry after an error or a stop), in one transaction: the reply,
 // from the first message after its turn's user message, and everything after it leave
 // the screen, so the next message appended (the new reply) is a version of it. It
-// returns the turn's user message, which the new reply answers. A missing id or one of
+// returns the turn's user message, which the new reply answers, and where the new reply
+// will stand among the versions (the last one). A missing id or one of
 // another chat is errs.NotFound; one that is not an assistant message, not on screen,
 // or answers no user message, errs.Invalid. Nothing is written on error.
-func (db *DB) BranchReply(ctx context.Context, sessionID string, id int64) (Message, error) {
+func (db *DB) BranchReply(ctx context.Context, sessionID string, id int64) (Message, Versions, error) {
 	var user Message
+	var next Versions
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		x, err := readBranchRow(ctx, tx, sessionID, id)
 		if err != nil {
@@ -176,12 +178,18 @@ func (db *DB) BranchReply(ctx context.Context, sessionID string, id int64) (Mess
 		if err := unchoose(ctx, tx, sessionID, user.ID); err != nil {
 			return err
 		}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(max(id), 0) FROM messages WHERE session_id = ? AND parent_id = ?`,
+			sessionID, user.ID).Scan(&next.Count, &next.Prev); err != nil {
+			return err
+		}
+		next.Count++
+		next.Index = next.Count
 		return pickSummary(ctx, tx, sessionID)
 	})
 	if err != nil {
-		return Message{}, fmt.Errorf("store: branch reply: %w", err)
+		return Message{}, Versions{}, fmt.Errorf("store: branch reply: %w", err)
 	}
-	return user, nil
+	return user, next, nil
 }
 
 // SelectVersion puts version id of a message on screen in place of the version shown,
