@@ -61,7 +61,7 @@ type Message struct {
 	// versions of one point share it (see migration 0033).
 	ParentID  int64
 	CreatedAt time.Time
-	UpdatedAt  time.Time
+	UpdatedAt time.Time
 }
 
 const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, call_key, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id, parent_id`
