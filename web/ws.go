@@ -245,6 +245,10 @@ func (s *Server) branchFrame(ctx context.Context, u store.User, sessionID string
 	}
 	switch f.Type {
 	case "edit":
+		// An edit is typed text: it has the composer's limit.
+		if max := s.Config.MaxMessageBytes; max > 0 && len(f.Text) > max {
+			return errs.E(errs.TooLarge, "Message is too long: %d bytes, the limit is %d.", len(f.Text), max)
+		}
 		err = s.Agent.Edit(ctx, ss, id, f.Text)
 	case "regenerate":
 		err = s.Agent.Regenerate(ctx, ss, id)
