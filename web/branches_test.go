@@ -32,10 +32,13 @@ func TestWebsocketEditRegenerateAndFlip(t *testing.T) {
 	b.until(finalMarker)
 	msgs := env.messages(id)
 	q1, r1 := msgs[0], msgs[1]
+	a.until(`class="run-link"`) // the run is recorded
+	meterFirst := contextMeter(t, admin.get("/s/"+id).body)
 
 	// Edit: both tabs get the chat again with the new version (2/2) and a live reply.
 	env.llm.Enqueue(llmtest.Reply{Text: []string{"Answer two."}})
-	a.branchFrame("edit", itoa(q1.ID), "Question two")
+	long := "Question two, " + strings.Repeat("with many more words, ", 60)
+	a.branchFrame("edit", itoa(q1.ID), long)
 	for name, tab := range map[string]*wsConn{"a": a, "b": b} {
 		frames := strings.Join(tab.until(finalMarker), "\n")
 		snap := strings.Index(frames, `id="messages"`)
@@ -48,8 +51,12 @@ func TestWebsocketEditRegenerateAndFlip(t *testing.T) {
 		}
 	}
 	msgs = env.messages(id)
-	if len(msgs) != 2 || msgs[0].Content != "Question two" || msgs[1].Content != "Answer two." {
+	if len(msgs) != 2 || msgs[0].Content != long || msgs[1].Content != "Answer two." {
 		t.Fatalf("on screen after the edit: %+v", msgs)
+	}
+	a.until(`class="run-link"`)
+	if m := contextMeter(t, admin.get("/s/"+id).body); m == meterFirst {
+		t.Fatalf("the context meter did not change with the longer question: %s", m)
 	}
 
 	// Regenerate: the new reply's final frame carries its pager, 2/2.
@@ -60,7 +67,7 @@ func TestWebsocketEditRegenerateAndFlip(t *testing.T) {
 		t.Fatalf("final frame of the regenerated reply: %.2000s", last)
 	}
 	b.until(finalMarker)
-	if req := env.llm.LastRequest().Chat; req.LastUser() != "Question two" || strings.Contains(string(env.llm.LastRequest().Body), "Answer two.") {
+	if req := env.llm.LastRequest().Chat; req.LastUser() != long || strings.Contains(string(env.llm.LastRequest().Body), "Answer two.") {
 		t.Fatalf("the regenerate request carried the old reply: %s", env.llm.LastRequest().Body)
 	}
 
@@ -80,6 +87,21 @@ func TestWebsocketEditRegenerateAndFlip(t *testing.T) {
 	if msgs := env.messages(id); len(msgs) != 2 || msgs[0].ID != q1.ID || msgs[1].ID != r1.ID {
 		t.Fatalf("on screen after the flip: %+v", msgs)
 	}
+	// The context meter shows the context of the reply on screen, not of the newest run.
+	if m := contextMeter(t, page.body); m != meterFirst {
+		t.Fatalf("context meter after the flip:\n%s\nwant the first turn's:\n%s", m, meterFirst)
+	}
+}
+
+// contextMeter is the context meter's rows in a chat page.
+func contextMeter(t *testing.T, body string) string {
+	t.Helper()
+	i := strings.Index(body, `id="context-meter"`)
+	j := strings.Index(body[max(i, 0):], "</ul>")
+	if i < 0 || j < 0 {
+		t.Fatalf("no context meter in the page")
+	}
+	return body[i : i+j]
 }
 
 // Another user's message, a message of another chat, a wrong kind of message or a bad
