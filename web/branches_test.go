@@ -3,6 +3,7 @@ package web_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -34,6 +35,10 @@ func TestWebsocketEditRegenerateAndFlip(t *testing.T) {
 	q1, r1 := msgs[0], msgs[1]
 	a.until(`class="run-link"`) // the run is recorded
 	meterFirst := contextMeter(t, admin.get("/s/"+id).body)
+	// The task set now belongs to this branch.
+	wantStatus(t, admin.post("/s/"+id+"/task", url.Values{"goal": {"Name the cat"}, "stage": {"asking"}}), http.StatusOK)
+	a.until("Name the cat")
+	b.until("Name the cat")
 
 	// Edit: both tabs get the chat again with the new version (2/2) and a live reply.
 	env.llm.Enqueue(llmtest.Reply{Text: []string{"Answer two."}})
@@ -48,6 +53,9 @@ func TestWebsocketEditRegenerateAndFlip(t *testing.T) {
 		}
 		if !strings.Contains(frames, "Answer two.") {
 			t.Fatalf("tab %s did not get the new reply", name)
+		}
+		if !strings.Contains(frames, `data-testid="task-empty"`) {
+			t.Fatalf("tab %s still shows the other branch's task", name)
 		}
 	}
 	msgs = env.messages(id)
@@ -73,10 +81,11 @@ func TestWebsocketEditRegenerateAndFlip(t *testing.T) {
 
 	// Flip the user message back to 1/2: both tabs show the first question and answer.
 	a.branchFrame("version", itoa(q1.ID), "")
+
 	for name, tab := range map[string]*wsConn{"a": a, "b": b} {
 		f := strings.Join(tab.until(`id="messages"`), "\n")
 		if !strings.Contains(f, "Question one") || !strings.Contains(f, "Answer one.") || strings.Contains(f, "Question two") ||
-			!strings.Contains(f, versionLabel("1/2")) {
+			!strings.Contains(f, versionLabel("1/2")) || !strings.Contains(f, "Name the cat") {
 			t.Fatalf("tab %s after the flip:\n%.3000s", name, f)
 		}
 	}

@@ -102,12 +102,23 @@ func (s *Server) chatSocket(c echo.Context) error {
 	u, _ := currentUser(c)
 	defer s.openSocket(token, u, cl, false, true)()
 	s.Hub.subscribe(ss.ID, cl, func(snap Snapshot) []byte {
-		chat, err := s.chatViewAt(ctx, ss, snap, atParam(c))
+		// Read again: this renders again whenever the branch moves, with its task.
+		cur, err := s.Store.SessionForOwner(ctx, ss.ID, ss.OwnerID)
+		if err != nil {
+			return nil
+		}
+		chat, err := s.chatViewAt(ctx, cur, snap, atParam(c))
 		if err != nil {
 			s.Log.Error("web: websocket snapshot", "session", ss.ID, "err", err)
 			return nil
 		}
-		return renderFrame(views.FrameMessages(chat), views.FrameRunState(chat.RunState))
+		// The task and the meter too: after the branch moved (see Hub.resync) they are
+		// that branch's.
+		frames := []templ.Component{views.FrameMessages(chat), views.FrameRunState(chat.RunState), views.FrameTaskPanel(chat.Task)}
+		if chat.Meter != nil {
+			frames = append(frames, views.FrameContextMeter(*chat.Meter))
+		}
+		return renderFrame(frames...)
 	})
 	defer s.Hub.unsubscribe(ss.ID, cl)
 	if s.MCP != nil {

@@ -13,7 +13,7 @@ import (
 // Branches (migration 0033). A message can have versions: an edited user message, a
 // regenerated or retried reply. Versions of one point share their parent; the branch on
 // screen is the active rows, read in seq order. Every write here moves the branch in one
-// transaction and re-picks the rolling summary that covers the new branch. The caller
+// transaction and re-picks the rolling summary that covers the new branch, and its task. The caller
 // holds the session's lease (one reply at a time) and has checked ownership.
 
 // Versions says where a message stands among its versions: Index (1-based) of Count,
@@ -71,6 +71,22 @@ func pickSummary(ctx context.Context, tx *sql.Tx, sessionID string) error {
 	return err
 }
 
+// pickTask makes the session's task the one of the branch on screen: the newest
+// recorded on it. A chat with none recorded (from before migration 0033) keeps its task.
+func pickTask(ctx context.Context, tx *sql.Tx, sessionID string) error {
+	_, err := tx.ExecContext(ctx, `UPDATE sessions SET state = coalesce((SELECT task_state FROM messages
+		WHERE session_id = ?1 AND active = 1 AND task_state IS NOT NULL ORDER BY seq DESC LIMIT 1), state) WHERE id = ?1`, sessionID)
+	return err
+}
+
+// moved re-picks what follows the branch on screen: its summary and its task.
+func moved(ctx context.Context, tx *sql.Tx, sessionID string) error {
+	if err := pickSummary(ctx, tx, sessionID); err != nil {
+		return err
+	}
+	return pickTask(ctx, tx, sessionID)
+}
+
 // EditUserMessage stores m (a user message of the same session) as a new version of
 // user message id, in one transaction: id and everything after it on screen leave the
 // screen, and m takes id's place (same parent, next seq); the old version stays, one
@@ -103,13 +119,22 @@ func (db *DB) EditUserMessage(ctx context.Context, id int64, m *Message) error {
 		if err := unchoose(ctx, tx, m.SessionID, old.parent); err != nil {
 			return err
 		}
+		// The new version starts from the task the old one started from (with the branch
+		// before it, none for the first message: its own record is the one to go by).
+		if err := moved(ctx, tx, m.SessionID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET state = coalesce((SELECT task_state FROM messages WHERE id = ?), state)
+			WHERE id = ?`, id, m.SessionID); err != nil {
+			return err
+		}
 		if newID, seq, parent, err = db.insertInTx(ctx, tx, m, now); err != nil {
 			return err
 		}
 		if parent != old.parent {
 			return fmt.Errorf("new version's parent %d is not the old one's %d", parent, old.parent)
 		}
-		return pickSummary(ctx, tx, m.SessionID)
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("store: edit message: %w", err)
@@ -184,7 +209,7 @@ func (db *DB) BranchReply(ctx context.Context, sessionID string, id int64) (Mess
 		}
 		next.Count++
 		next.Index = next.Count
-		return pickSummary(ctx, tx, sessionID)
+		return moved(ctx, tx, sessionID)
 	})
 	if err != nil {
 		return Message{}, Versions{}, fmt.Errorf("store: branch reply: %w", err)
@@ -235,7 +260,7 @@ func (db *DB) SelectVersion(ctx context.Context, sessionID string, id int64) err
 			) SELECT id FROM branch)`, sessionID, id); err != nil {
 			return err
 		}
-		return pickSummary(ctx, tx, sessionID)
+		return moved(ctx, tx, sessionID)
 	})
 	if err != nil {
 		return fmt.Errorf("store: select version: %w", err)

@@ -278,3 +278,44 @@ func TestBranchSearchAndFork(t *testing.T) {
 		t.Fatalf("fork after a reply: %q", got)
 	}
 }
+
+// The task (the chat's working memory) follows the branch: an edit starts from the task
+// before it, and a flip back brings back the task that branch reached.
+func TestBranchTaskFollowsBranch(t *testing.T) {
+	db, s, m := branchChat(t)
+	ctx := context.Background()
+	task := func() string {
+		ss, err := db.SessionForOwner(ctx, s.ID, s.OwnerID)
+		mustNil(t, err)
+		return string(ss.State)
+	}
+	mustNil(t, db.SetSessionState(ctx, s.ID, s.OwnerID, []byte(`{"goal":"plan a trip","stage":"dates"}`)))
+	// Turn 3: its user message, then task_update moves the stage.
+	u3 := &store.Message{SessionID: s.ID, Role: store.RoleUser, Content: "u3 book it"}
+	mustNil(t, db.AppendMessage(ctx, u3))
+	mustNil(t, db.AppendMessage(ctx, &store.Message{SessionID: s.ID, Role: store.RoleAssistant, Content: "a3 step",
+		ToolCalls: []byte(`[{"id":"c","name":"task_update","arguments":"{}"}]`)}))
+	mustNil(t, db.SetSessionState(ctx, s.ID, s.OwnerID, []byte(`{"goal":"plan a trip","stage":"booked"}`)))
+	mustNil(t, db.AppendMessage(ctx, reply(s, "a3 done")))
+
+	e := &store.Message{SessionID: s.ID, Role: store.RoleUser, Content: "u3' not yet"}
+	mustNil(t, db.EditUserMessage(ctx, u3.ID, e))
+	if got := task(); got != `{"goal":"plan a trip","stage":"dates"}` {
+		t.Fatalf("task after editing u3: %s", got)
+	}
+	mustNil(t, db.SelectVersion(ctx, s.ID, u3.ID))
+	if got := task(); got != `{"goal":"plan a trip","stage":"booked"}` {
+		t.Fatalf("task back on u3: %s", got)
+	}
+	// Regenerating the reply to u3 starts from the task its turn started from.
+	_, _, err := db.BranchReply(ctx, s.ID, m[3].ID+3) // a3 done
+	mustNil(t, err)
+	if got := task(); got != `{"goal":"plan a trip","stage":"dates"}` {
+		t.Fatalf("task while regenerating u3's reply: %s", got)
+	}
+	// Editing u1 goes back to before any task.
+	mustNil(t, db.EditUserMessage(ctx, m[0].ID, &store.Message{SessionID: s.ID, Role: store.RoleUser, Content: "u1'"}))
+	if got := task(); got != `{}` {
+		t.Fatalf("task after editing the first message: %s", got)
+	}
+}

@@ -102,10 +102,11 @@ func (s *stmts) prepare(ctx context.Context, r, w *sql.DB) error {
 	prep := func(q string) *sql.Stmt { return prepOn(r, q) }
 	s.touchSession = prepOn(w, `UPDATE sessions SET updated_at = ? WHERE id = ?`)
 	// A new message goes at the end of the branch on screen: its parent is the last
-	// active message.
-	s.insertMsg = prepOn(w, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id, call_key, parent_id)
+	// active message. A user message records the task its turn starts from.
+	s.insertMsg = prepOn(w, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id, call_key, parent_id, task_state)
 		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?14, ?11, ?11, ?15, ?16,
-			COALESCE((SELECT id FROM messages WHERE session_id = ?1 AND active = 1 ORDER BY seq DESC LIMIT 1), 0)
+			COALESCE((SELECT id FROM messages WHERE session_id = ?1 AND active = 1 ORDER BY seq DESC LIMIT 1), 0),
+			CASE WHEN ?2 = 'user' THEN (SELECT state FROM sessions WHERE id = ?1) END
 		FROM messages WHERE session_id = ?1
 		RETURNING id, seq, parent_id`)
 	s.msgsBefore = prep(`SELECT ` + messageCols + ` FROM messages

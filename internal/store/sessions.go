@@ -187,13 +187,34 @@ func (db *DB) SetSessionModel(ctx context.Context, id string, owner int64, model
 	return db.updateSession(ctx, "set session model", "model = ?", id, owner, model)
 }
 
-// SetSessionState replaces the working-memory JSON and bumps UpdatedAt. Missing or
-// foreign is errs.NotFound; invalid JSON errs.Invalid.
+// SetSessionState replaces the working-memory JSON and bumps UpdatedAt, and records it
+// on the newest message on screen, so that the branch keeps its task when the user
+// flips away and back (see pickTask). Missing or foreign is errs.NotFound; invalid JSON
+// errs.Invalid.
 func (db *DB) SetSessionState(ctx context.Context, id string, owner int64, state []byte) error {
 	if len(state) == 0 {
 		state = []byte("{}")
 	}
-	return db.updateSession(ctx, "set session state", "state = ?", id, owner, string(state))
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET state = ?, updated_at = ? WHERE id = ? AND owner_id = ?`,
+			string(state), ms(db.now()), id, owner)
+		if isCheck(err) {
+			return errs.Wrap(errs.Invalid, err, "session state must be JSON")
+		}
+		if err == nil {
+			err = mustAffect(res, sessionNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE messages SET task_state = ?1 WHERE id =
+			(SELECT id FROM messages WHERE session_id = ?2 AND active = 1 ORDER BY seq DESC LIMIT 1)`, string(state), id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: set session state: %w", err)
+	}
+	return nil
 }
 
 // SetSessionSummary stores the rolling summary covering the branch on screen up to

@@ -13,12 +13,17 @@
 --              flipping back to a version brings back the later turns last shown
 --              below it.
 --   active     on the branch on screen: chosen, and its parent active.
+--   task_state the chat's task (sessions.state) as of this message: set on each user
+--              message (the task its turn starts from) and on the newest message on
+--              screen when the task changes (task_update, the side panel); NULL
+--              otherwise. A branch's task is its newest one.
 -- A rolling summary covers the branch up to its watermark message, so each one is kept
 -- per watermark (chat_summaries); sessions.summary/summary_seq stay the one for the
 -- branch on screen, re-picked whenever the branch moves.
 ALTER TABLE messages ADD COLUMN parent_id INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE messages ADD COLUMN chosen INTEGER NOT NULL DEFAULT 1 CHECK (chosen IN (0, 1));
 ALTER TABLE messages ADD COLUMN active INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1));
+ALTER TABLE messages ADD COLUMN task_state TEXT;
 
 UPDATE messages SET parent_id = coalesce((SELECT p.id FROM messages p
 	WHERE p.session_id = messages.session_id AND p.seq < messages.seq ORDER BY p.seq DESC LIMIT 1), 0);
