@@ -57,9 +57,10 @@ func TestBrowserEditRegenerateRetry(t *testing.T) {
 		// Cancel puts the text back and closes the editor.
 		chromedp.SendKeys(chromedp.CSS(`[data-testid=edit-text]`), " and more"),
 		chromedp.Click(chromedp.CSS(`[data-testid=edit-cancel]`)),
-		wait(`!document.querySelector("[data-testid=edit]").open && document.querySelector("[data-testid=edit-text]").value === "My cat is Pixel"`),
+		wait(`!document.querySelector("[data-testid=edit]").open`),
 		chromedp.Click(chromedp.CSS(`#messages > article.msg[data-role=user] [data-testid=edit-open]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=edit-text]`)),
+		wait(`document.querySelector("[data-testid=edit-text]").value === "My cat is Pixel"`),
 		chromedp.SetValue(chromedp.CSS(`[data-testid=edit-text]`), "My dog is Rex"),
 		chromedp.Click(chromedp.CSS(`[data-testid=edit-save]`)),
 		wait(shown+` === "user:My dog is Rex|assistant:Nice dog."`),
