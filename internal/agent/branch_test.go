@@ -254,3 +254,37 @@ func TestBranchMovesRefuseBadInput(t *testing.T) {
 		t.Fatalf("%d reply requests", n)
 	}
 }
+
+// Memory extraction reads the edited text (a new message), and is not run again for a
+// regenerated reply (its message was read the first time).
+func TestBranchMemoryExtraction(t *testing.T) {
+	h, _ := extractHarness(t)
+	ctx := context.Background()
+	extracted := func() []string {
+		var out []string
+		for _, r := range h.llm.Requests() {
+			if m := r.Chat.Messages; len(m) > 1 && strings.Contains(m[0].Content, "long-term memory") {
+				out = append(out, m[1].Content)
+			}
+		}
+		return out
+	}
+	h.send(t, "I live in Berlin.")
+	h.sink.waitFor(t, agent.EventRunEnded, 1)
+	user := h.messages(t)[0]
+	if err := h.agent.Edit(ctx, h.session, user.ID, "I live in Lisbon."); err != nil {
+		t.Fatal(err)
+	}
+	h.sink.waitFor(t, agent.EventRunEnded, 2)
+	got := extracted()
+	if len(got) != 2 || !strings.Contains(got[0], "Berlin") || !strings.Contains(got[1], "Lisbon") || strings.Contains(got[1], "Berlin") {
+		t.Fatalf("extraction prompts: %q", got)
+	}
+	if err := h.agent.Regenerate(ctx, h.session, h.messages(t)[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	h.sink.waitFor(t, agent.EventRunEnded, 3)
+	if n := len(extracted()); n != 2 {
+		t.Fatalf("%d extraction calls after a regenerate, want still 2", n)
+	}
+}
