@@ -327,8 +327,8 @@ func (h *Hub) Publish(ev agent.Event) {
 		r.broadcast(renderFrame(views.FrameFinal(final), views.FrameRunState("idle")))
 	}
 	r.mu.Unlock()
-	if ev.Kind == agent.EventFinal {
-		h.release(ev.SessionID, r)
+	if ev.Kind == agent.EventFinal || ev.Kind == agent.EventBranch && ev.Message == nil {
+		h.release(ev.SessionID, r) // a flip starts no reply: nothing keeps a room nobody watches
 	}
 }
 
