@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"strings"
@@ -44,17 +43,7 @@ func smallWindowChat(t *testing.T, model func(llmtest.ChatRequest) llmtest.Reply
 	env.llm.SetHandler(model)
 	id := admin.newSession()
 
-	steps := func(name string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		c, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(c, actions...); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
-	wait := func(expr string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(25*time.Second))
-	}
+	steps, wait := browserSteps(t, ctx), jsWait
 	steps("login",
 		chromedp.Navigate(env.ts.URL+"/login"),
 		chromedp.WaitVisible(chromedp.CSS(`#login-username`)),
