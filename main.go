@@ -19,6 +19,7 @@ import (
 
 	"atrium/internal/app"
 	"atrium/internal/config"
+	"atrium/internal/pdftext"
 	"atrium/internal/sandbox"
 )
 
@@ -27,6 +28,11 @@ func main() {
 	// before signal handlers or anything else that the exec would throw away.
 	if len(os.Args) > 1 && os.Args[1] == sandbox.Subcommand {
 		os.Exit(sandbox.Main(os.Args[2:]))
+	}
+	// The PDF text reader: a child that limits itself, reads a PDF on stdin and writes
+	// its text on stdout (internal/pdftext).
+	if len(os.Args) > 1 && os.Args[1] == pdftext.Subcommand {
+		os.Exit(pdftext.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

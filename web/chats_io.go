@@ -284,6 +284,9 @@ func importedFile(f fileExport) (store.Attachment, error) {
 		return a, err
 	}
 	if a.Kind == store.AttachText {
+		if f.Type == store.PDFText {
+			a.MIME = store.PDFText // the text of a PDF, as exported
+		}
 		a.Tokens = contextwin.NewTokenizer().Count(contextwin.FileBlock(a.Name, a.MIME, string(a.Data)))
 	}
 	return a, nil

@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"image"
 	_ "image/gif"  // decoders for the upload check
@@ -22,6 +23,7 @@ import (
 
 	"atrium/internal/contextwin"
 	"atrium/internal/errs"
+	"atrium/internal/pdftext"
 	"atrium/internal/store"
 )
 
@@ -58,7 +60,8 @@ type fileJSON struct {
 
 // uploadFile stores one file (form field "file") for chat :id, unsent, and answers
 // its chip's data as JSON. The content decides what it is: an image PNG, JPEG, GIF or
-// WebP that decodes within the limits, or UTF-8 text; anything else is refused.
+// WebP that decodes within the limits, UTF-8 text, or a PDF, whose text is read and
+// kept (pdfFile); anything else is refused.
 // Uploads older than a day that no message used are deleted on the way.
 func (s *Server) uploadFile(c echo.Context) error {
 	ss, err := s.ownedSession(c)
@@ -89,7 +92,12 @@ func (s *Server) uploadFile(c echo.Context) error {
 	} else if pending >= maxUnsentFiles {
 		return errs.E(errs.Conflict, "You have %d attached files that are not sent yet: send or remove some first.", pending)
 	}
-	a, err := checkFile(fileName(fh.Filename), data)
+	var a store.Attachment
+	if pdftext.IsPDF(data) {
+		a, err = s.pdfFile(ctx, fileName(fh.Filename), data)
+	} else {
+		a, err = checkFile(fileName(fh.Filename), data)
+	}
 	if err != nil {
 		return err
 	}
@@ -109,6 +117,27 @@ func (s *Server) uploadFile(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, fileJSON{ID: a.ID, Name: a.Name, Size: a.Size, Kind: a.Kind, MIME: a.MIME,
 		Tokens: a.Tokens, URL: fileURL(a.ID)})
+}
+
+// pdfFile reads the text of an uploaded PDF in a limited child process
+// (internal/pdftext) and returns it as a text attachment of type store.PDFText; the
+// PDF itself is not kept. A PDF that cannot be read, breaks a limit or has no text
+// is errs.Invalid with the reason ("report.pdf: this PDF could not be read: …").
+func (s *Server) pdfFile(ctx context.Context, name string, data []byte) (store.Attachment, error) {
+	a := store.Attachment{Name: name}
+	start := time.Now()
+	text, err := s.PDF.Text(ctx, data)
+	var perr *pdftext.Error
+	if errors.As(err, &perr) {
+		s.Log.Info("web: pdf refused", "bytes", len(data), "took", time.Since(start), "reason", perr.Reason)
+		return a, errs.E(errs.Invalid, "%s: %s", name, perr.Error())
+	}
+	if err != nil {
+		return a, fmt.Errorf("web: read pdf: %w", err)
+	}
+	s.Log.Info("web: pdf read", "bytes", len(data), "text_bytes", len(text), "took", time.Since(start))
+	a.Kind, a.MIME, a.Data = store.AttachText, store.PDFText, []byte(text)
+	return a, nil
 }
 
 // fileURL is where a file is viewed or downloaded.
@@ -171,7 +200,7 @@ func checkFile(name string, data []byte) (store.Attachment, error) {
 	if !utf8.Valid(text) || bytes.IndexByte(text, 0) >= 0 {
 		what := "a binary file"
 		if sniffed == "application/pdf" {
-			what = "a PDF (its text cannot be read here yet: copy the text into a .txt file)"
+			what = "a PDF (an import carries a PDF's text, as Atrium exports it, not the PDF)"
 		}
 		return a, errs.E(errs.Invalid, "%s is %s. You can attach text files (UTF-8: code, markdown, CSV, …) and PNG, JPEG, GIF or WebP images.", name, what)
 	}
@@ -247,7 +276,11 @@ func (s *Server) showFile(c echo.Context) error {
 	if _, ok := imageTypes[a.MIME]; ok && a.Kind == store.AttachImage && c.QueryParam("download") == "" {
 		ctype, disposition = a.MIME, "inline"
 	}
-	h.Set("Content-Disposition", mime.FormatMediaType(disposition, map[string]string{"filename": a.Name}))
+	name := a.Name
+	if a.MIME == store.PDFText {
+		name += ".txt" // what is kept of a PDF is its text
+	}
+	h.Set("Content-Disposition", mime.FormatMediaType(disposition, map[string]string{"filename": name}))
 	return c.Blob(http.StatusOK, ctype, a.Data)
 }
 

@@ -204,7 +204,7 @@ func TestFileUploadChecks(t *testing.T) {
 		says   string
 	}{
 		{"blob.bin", []byte{0x00, 0x01, 0x02, 0xff, 0xfe}, http.StatusBadRequest, "binary file"},
-		{"doc.pdf", []byte("%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n"), http.StatusBadRequest, "PDF"},
+		{"doc.pdf", []byte("%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n"), http.StatusBadRequest, "doc.pdf: this PDF could not be read: it is damaged"},
 		{"broken.png", broken, http.StatusBadRequest, "not a readable PNG"},
 		{"wide.png", pngImage(t, 8001, 1), http.StatusRequestEntityTooLarge, "at most 8000 on a side"},
 		{"big.txt", bytes.Repeat([]byte("a"), 1<<20+1), http.StatusRequestEntityTooLarge, "1 MiB"},

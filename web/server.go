@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"atrium/internal/crypto"
 	"atrium/internal/mcp"
 	"atrium/internal/memory"
+	"atrium/internal/pdftext"
 	"atrium/internal/providers"
 	"atrium/internal/store"
 	"atrium/internal/trace"
@@ -40,8 +42,9 @@ type Deps struct {
 	CSRFKey   []byte          // 32 random bytes, stable across restarts so open forms keep working
 	Log       *slog.Logger
 	Now       func() time.Time
-	NewID     func() string // session ids (random UUIDs)
-	Metrics   http.Handler  // nil: no /metrics on the main address (it checks its own bearer token)
+	NewID     func() string      // session ids (random UUIDs)
+	Metrics   http.Handler       // nil: no /metrics on the main address (it checks its own bearer token)
+	PDF       *pdftext.Extractor // reads uploaded PDFs; nil: Atrium's own executable with the default limits
 }
 
 // Server holds the handlers' dependencies.
@@ -68,6 +71,10 @@ func New(d Deps) *Server {
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
+	}
+	if d.PDF == nil {
+		self, _ := os.Executable()
+		d.PDF = &pdftext.Extractor{Self: self, Limits: pdftext.DefaultLimits()}
 	}
 	s := &Server{
 		Deps:       d,

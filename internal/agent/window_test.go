@@ -19,25 +19,8 @@ import (
 var factRE = regexp.MustCompile(`my \w+ is \w+`)
 
 // faithfulModel answers chat requests with a ~600-word reply and summary folds with
-// every fact found in the fold prompt (the old summary and the new turns), so that a
-// fact can only go missing if Atrium never showed it to the summarizer.
-func faithfulModel(req llmtest.ChatRequest) llmtest.Reply {
-	if len(req.Messages) > 0 && strings.HasPrefix(req.Messages[0].Content, "You maintain the rolling summary") {
-		var facts []string
-		for _, m := range req.Messages[1:] {
-			for _, f := range factRE.FindAllString(m.Content, -1) {
-				if !slices.Contains(facts, f) {
-					facts = append(facts, f)
-				}
-			}
-		}
-		if len(facts) == 0 {
-			facts = []string{"Nothing to keep."}
-		}
-		return llmtest.Reply{Text: []string{strings.Join(facts, ".\n") + "."}}
-	}
-	return llmtest.Reply{Text: []string{strings.Repeat("the quick brown fox jumps over the lazy dog and ", 55)}}
-}
+// every fact found in the fold prompt.
+var faithfulModel = llmtest.FaithfulModel(factRE, strings.Repeat("the quick brown fox jumps over the lazy dog and ", 55))
 
 // TestSmallWindowKeepsEveryFactReachable is issue 10 item 1: with short facts and
 // ~600-word replies, a turn that does not fit the window must be in the summary or in
@@ -59,7 +42,7 @@ func TestSmallWindowKeepsEveryFactReachable(t *testing.T) {
 				// The reply's request: the last non-fold request of this turn.
 				var reply *llmtest.Recorded
 				for _, r := range h.llm.Requests()[before:] {
-					if !strings.HasPrefix(r.Chat.Messages[0].Content, "You maintain the rolling summary") {
+					if !llmtest.IsFold(r.Chat) {
 						reply = &r
 						break
 					}

@@ -12,9 +12,14 @@ import (
 // own text: a line naming the file, its type and size, then the text inside a
 // backtick fence longer than any run of backticks in it, so the file cannot end its
 // block early or pass for the user's words.
+// The text of a PDF says so (only its text is stored).
 func FileBlock(name, mime string, text string) string {
 	fence := Fence(text)
-	return fmt.Sprintf("Attached file %q (%s, %d bytes):\n%s\n%s\n%s\n\n", name, mime, len(text), fence, strings.TrimRight(text, "\n"), fence)
+	what := mime
+	if mime == store.PDFText {
+		what = "text read from a PDF"
+	}
+	return fmt.Sprintf("Attached file %q (%s, %d bytes):\n%s\n%s\n%s\n\n", name, what, len(text), fence, strings.TrimRight(text, "\n"), fence)
 }
 
 // Fence is a backtick fence longer than any run of backticks in text (at least 3).

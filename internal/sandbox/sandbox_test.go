@@ -1,6 +1,8 @@
 package sandbox_test
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +19,66 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.Subcommand {
 		os.Exit(sandbox.Main(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == denyAllProbe {
+		os.Exit(probeDenyAll(os.Args[2], os.Args[3], os.Args[4]))
+	}
 	os.Exit(m.Run())
+}
+
+const denyAllProbe = "deny-all-probe"
+
+// probeDenyAll restricts itself with DenyAll, then tries to create a file in dir,
+// read file and connect to addr, and prints what each did.
+func probeDenyAll(dir, file, addr string) int {
+	if _, err := sandbox.DenyAll(); err != nil {
+		fmt.Println("deny-all:", err)
+		return 1
+	}
+	if f, err := os.Create(filepath.Join(dir, "written")); err == nil {
+		f.Close()
+		fmt.Println("create: allowed")
+	}
+	if _, err := os.ReadFile(file); err == nil {
+		fmt.Println("read: allowed")
+	}
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		fmt.Println("connect: allowed")
+	}
+	fmt.Println("done")
+	return 0
+}
+
+// TestDenyAll: after DenyAll a process (the PDF reader) can create no file, open no
+// file for reading and, with Landlock ABI 4, connect nowhere over TCP.
+func TestDenyAll(t *testing.T) {
+	needLandlock(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "secret")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	self, _ := os.Executable()
+	out, err := exec.Command(self, denyAllProbe, dir, file, ln.Addr().String()).CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "done\n") {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	for _, what := range []string{"create", "read"} {
+		if strings.Contains(string(out), what+": allowed") {
+			t.Errorf("%s was allowed after DenyAll", what)
+		}
+	}
+	if sandbox.Check().NetworkRestricted() && strings.Contains(string(out), "connect: allowed") {
+		t.Error("a TCP connect was allowed after DenyAll")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "written")); err == nil {
+		t.Error("the file was created")
+	}
 }
 
 func needLandlock(t *testing.T) {

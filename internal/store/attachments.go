@@ -17,6 +17,10 @@ const (
 	AttachImage = "image" // a decode-checked raster image, sent as an image part
 )
 
+// PDFText is the MIME of a text attachment whose text was read from an uploaded PDF.
+// Only the text is kept (Data): the PDF itself is not stored.
+const PDFText = "application/pdf"
+
 // Attachment is a file attached to a user's message. An upload has MessageID 0 until
 // the message that uses it is committed (AppendMessage binds it). Data is filled only
 // by the reads that say so.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -120,4 +121,25 @@ func leaked() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// PeakRSS is this process's peak resident set in bytes (VmHWM in /proc/self/status);
+// the test is skipped where there is no /proc.
+func PeakRSS(tb testing.TB) int64 {
+	tb.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Skip("no /proc/self/status:", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				tb.Fatalf("VmHWM %q: %v", v, err)
+			}
+			return kb << 10
+		}
+	}
+	tb.Fatal("no VmHWM in /proc/self/status")
+	return 0
 }
