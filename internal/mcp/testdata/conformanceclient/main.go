@@ -120,6 +120,31 @@ func argsFor(schema json.RawMessage) map[string]any {
 	return out
 }
 
+// acceptAsker answers a server's questions like a person who submits Atrium's form as
+// it is shown: each field holds what Atrium's form code filled in from the schema (its
+// default, or nothing), and Form.Answer checks and types the values as it does for a
+// browser's submission. Sampling is declined: the conformance run has no model.
+type acceptAsker struct{ log *slog.Logger }
+
+func (a acceptAsker) Ask(_ context.Context, q mcp.Question) (mcp.Answer, error) {
+	if q.Kind != mcp.AskForm {
+		a.log.Info("conformanceclient: declined", "kind", q.Kind)
+		return mcp.Answer{Action: mcp.ActionDecline}, nil
+	}
+	values := map[string][]string{}
+	for _, f := range q.Form.Fields {
+		values[f.Name] = f.Default
+	}
+	content, problems := q.Form.Answer(values)
+	if problems != nil {
+		// A person could not submit this form without typing: they cancel.
+		a.log.Info("conformanceclient: the form as shown does not check", "problems", problems)
+		return mcp.Answer{Action: mcp.ActionCancel}, nil
+	}
+	a.log.Info("conformanceclient: accepted the form", "content", content)
+	return mcp.Answer{Action: mcp.ActionAccept, Content: content}, nil
+}
+
 func runAtrium(ctx context.Context, serverURL string, sc scenarioContext) error {
 	dir, err := os.MkdirTemp("", "atrium-conformance-")
 	if err != nil {
@@ -141,6 +166,7 @@ func runAtrium(ctx context.Context, serverURL string, sc scenarioContext) error 
 	reg := tools.NewRegistry(nil, nil)
 	sup := mcp.NewSupervisor(reg, log, nil)
 	sup.OAuth = &mcp.OAuthStore{Rows: db, Keys: keys}
+	sup.Asker = acceptAsker{log}
 	sup.FailAfter = 1
 	defer sup.Close()
 
