@@ -151,7 +151,7 @@ func (s *server) connect() (*conn, catalog, error) {
 	req := mcp.InitializeRequest{}
 	req.Params.ClientInfo = mcp.Implementation{Name: "atrium", Version: "1"}
 	if _, err := c.client.Initialize(ictx, req); err != nil {
-		if isAuthRequired(err) {
+		if isAuthRequired(err) || isInsufficientScope(err) {
 			c.close()
 			return nil, catalog{}, fmt.Errorf("initialize: %w", err) // the caller asks for authorisation
 		}
@@ -159,8 +159,8 @@ func (s *server) connect() (*conn, catalog, error) {
 	}
 	cat, err := s.list(ictx, c)
 	if err != nil {
-		if isAuthRequired(err) {
-			// Some servers let initialize through and want a token for the rest.
+		if isAuthRequired(err) || isInsufficientScope(err) {
+			// Some servers let initialize through and want a token (or more scope) for the rest.
 			c.close()
 			return nil, catalog{}, fmt.Errorf("list tools: %w", err)
 		}
@@ -411,6 +411,7 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 	var tr transport.Interface
 	var err error
 	if s.cfg.Transport == TransportSSE {
+		hc.Transport = scopeGate{hc.Transport}
 		opts := []transport.ClientOption{
 			transport.WithHTTPClient(hc),
 			transport.WithHeaders(headers),
@@ -428,7 +429,7 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 			tr = sse
 		}
 	} else {
-		hc.Transport = &httpGate{next: hc.Transport, log: s.log, onStreamEnd: c.signalCheck}
+		hc.Transport = &httpGate{next: scopeGate{hc.Transport}, log: s.log, onStreamEnd: c.signalCheck}
 		opts := []transport.StreamableHTTPCOption{
 			transport.WithHTTPBasicClient(hc),
 			transport.WithHTTPHeaders(headers),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,15 +92,12 @@ func (s *server) run() {
 				err = rerr
 			}
 		}
-		if err != nil && (isAuthRequired(err) || isRefreshFailure(err)) && s.ctx.Err() == nil {
-			s.setUnauthorized(err)
-			select {
-			case <-s.kick:
-				attempt, failures = 0, 0
-				continue
-			case <-s.ctx.Done():
+		if err != nil && (isAuthRequired(err) || isRefreshFailure(err) || s.stepUp(err)) && s.ctx.Err() == nil {
+			if !s.awaitAuthorisation(err) {
 				return
 			}
+			attempt, failures = 0, 0
+			continue
 		}
 		if err != nil {
 			if s.ctx.Err() != nil {
@@ -126,6 +124,15 @@ func (s *server) run() {
 			if s.ctx.Err() != nil {
 				c.close()
 				return
+			}
+			if s.stepUp(err) {
+				// A call needs more scope than the grant holds: the card asks an admin.
+				c.close()
+				if !s.awaitAuthorisation(err) {
+					return
+				}
+				attempt = 0
+				continue
 			}
 			// Hide the tools first, then take the old connection down (a stuck
 			// child can take 2s to die).
@@ -248,6 +255,32 @@ func (s *server) setReady(c *conn, cat catalog) bool {
 	return true
 }
 
+// stepUp reports whether err is a 403 insufficient_scope that re-authorising can
+// meet (see stepup.go), recording the scopes required.
+func (s *server) stepUp(err error) bool {
+	var isc *insufficientScope
+	return errors.As(err, &isc) && s.needScope(s.ctx, isc.scopes)
+}
+
+// awaitAuthorisation shows the server as waiting for an admin to (re)authorise it and
+// waits for that (a kick) or the server's end; it returns false at the end.
+func (s *server) awaitAuthorisation(err error) bool {
+	s.setUnauthorized(err)
+	select {
+	case <-s.kick:
+	case <-s.ctx.Done():
+		return false
+	}
+	// Authorised (or asked to try again): the card says so until the connection's outcome.
+	s.mu.Lock()
+	if !s.stopped {
+		s.state, s.since, s.auth, s.lastErr = StateConnecting, s.sup.Now(), "", ""
+	}
+	s.mu.Unlock()
+	s.publish()
+	return true
+}
+
 // setUnauthorized hides the server's tools and says that an admin must (re)authorise it.
 func (s *server) setUnauthorized(err error) {
 	auth, msg := AuthConnect, "The server requires authorisation: Connect to sign in with its provider."
@@ -255,6 +288,8 @@ func (s *server) setUnauthorized(err error) {
 	switch {
 	case gerr != nil:
 		msg = "The OAuth grant cannot be read (was the master key changed?): Connect again."
+	case ok && g.Token != nil && len(g.Required) > 0:
+		auth, msg = AuthReauthorize, "The server needs more access (scope: "+strings.Join(g.Required, " ")+"): re-authorise to grant it."
 	case ok && g.Token != nil:
 		auth, msg = AuthReauthorize, "The authorisation expired and could not be renewed: re-authorise."
 		if g.Failed != "" {
