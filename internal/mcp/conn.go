@@ -38,6 +38,7 @@ type conn struct {
 	relist chan struct{}           // cap 1: the server said a list changed
 	check  chan struct{}           // cap 1: the event stream ended; see whether the server still answers
 	oauth  *transport.OAuthHandler // remote servers connected with an OAuth grant; else nil
+	sse    *sseRequests            // legacy SSE: answers the server's requests
 
 	// stdio only
 	cmd        *exec.Cmd
@@ -333,7 +334,7 @@ func (s *server) startStdio(ctx context.Context, c *conn) error {
 		}
 		return fmt.Errorf("start %q: %w", s.cfg.Command, err)
 	}
-	s.answerRequests(ctx, cl)
+	s.answerRequests(ctx, cl, c.sse)
 	c.client = cl
 	c.cmd = cmd
 	c.pgid = cmd.Process.Pid
@@ -411,7 +412,8 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 	var tr transport.Interface
 	var err error
 	if s.cfg.Transport == TransportSSE {
-		hc.Transport = scopeGate{hc.Transport}
+		c.sse = &sseRequests{next: scopeGate{hc.Transport}, ctx: ctx}
+		hc.Transport = c.sse
 		opts := []transport.ClientOption{
 			transport.WithHTTPClient(hc),
 			transport.WithHeaders(headers),
@@ -458,7 +460,7 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 	if err := cl.Start(ctx); err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	s.answerRequests(ctx, cl)
+	s.answerRequests(ctx, cl, c.sse)
 	return nil
 }
 
