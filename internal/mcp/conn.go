@@ -123,6 +123,7 @@ type catalog struct {
 func (s *server) connect() (*conn, catalog, error) {
 	cctx, cancel := context.WithCancel(s.ctx)
 	c := &conn{cancel: cancel, lost: make(chan error, 1), relist: make(chan struct{}, 1), check: make(chan struct{}, 1)}
+	t0 := time.Now()
 	var err error
 	switch s.cfg.Transport {
 	case TransportStdio:
@@ -149,6 +150,7 @@ func (s *server) connect() (*conn, catalog, error) {
 
 	ictx, icancel := context.WithTimeout(cctx, s.sup.ConnectTimeout)
 	defer icancel()
+	t1 := time.Now()
 	req := mcp.InitializeRequest{}
 	req.Params.ClientInfo = mcp.Implementation{Name: "atrium", Version: "1"}
 	if _, err := c.client.Initialize(ictx, req); err != nil {
@@ -158,6 +160,7 @@ func (s *server) connect() (*conn, catalog, error) {
 		}
 		return nil, catalog{}, s.startFailed(c, ictx, "initialize", err)
 	}
+	t2 := time.Now()
 	cat, err := s.list(ictx, c)
 	if err != nil {
 		if isAuthRequired(err) || isInsufficientScope(err) {
@@ -167,6 +170,9 @@ func (s *server) connect() (*conn, catalog, error) {
 		}
 		return nil, catalog{}, s.startFailed(c, ictx, "list tools", err)
 	}
+	tm := &connectTimings{Start: t1.Sub(t0), Initialize: t2.Sub(t1), List: time.Since(t2)}
+	s.timings.Store(tm)
+	s.log.Debug("mcp: connected", "start", tm.Start, "initialize", tm.Initialize, "list", tm.List)
 	return c, cat, nil
 }
 
@@ -202,40 +208,58 @@ func (s *server) startFailed(c *conn, ctx context.Context, step string, err erro
 func (s *server) list(ctx context.Context, c *conn) (catalog, error) {
 	var cat catalog
 	caps := c.client.GetServerCapabilities()
+	// The three lists are asked for at once: a restart waits for the slowest, not the sum.
+	var wg sync.WaitGroup
+	var terr, rerr, perr error
 	if caps.Tools != nil {
-		res, err := c.client.ListTools(ctx, mcp.ListToolsRequest{})
-		if err != nil {
-			if isTransportError(err) || ctx.Err() != nil {
-				return catalog{}, err
+		wg.Go(func() {
+			res, err := c.client.ListTools(ctx, mcp.ListToolsRequest{})
+			if err != nil {
+				if isTransportError(err) || ctx.Err() != nil {
+					terr = err
+					return
+				}
+				s.log.Warn("mcp: listing tools failed", "err", s.redact(err.Error()))
+				return
 			}
-			s.log.Warn("mcp: listing tools failed", "err", s.redact(err.Error()))
-		} else {
 			cat.tools = res.Tools
 			s.rawSchemas(ctx, c, cat.tools)
-		}
+		})
 	}
 	if caps.Resources != nil {
-		res, err := c.client.ListResources(ctx, mcp.ListResourcesRequest{})
-		if err != nil {
-			if isTransportError(err) || ctx.Err() != nil {
-				return catalog{}, err
+		wg.Go(func() {
+			res, err := c.client.ListResources(ctx, mcp.ListResourcesRequest{})
+			if err != nil {
+				if isTransportError(err) || ctx.Err() != nil {
+					rerr = err
+					return
+				}
+				s.log.Warn("mcp: listing resources failed", "err", s.redact(err.Error()))
+				return
 			}
-			s.log.Warn("mcp: listing resources failed", "err", s.redact(err.Error()))
-		} else {
 			cat.resources = len(res.Resources)
-		}
+		})
 	}
 	if caps.Prompts != nil {
-		res, err := c.client.ListPrompts(ctx, mcp.ListPromptsRequest{})
-		if err != nil {
-			if isTransportError(err) || ctx.Err() != nil {
-				return catalog{}, err
+		wg.Go(func() {
+			res, err := c.client.ListPrompts(ctx, mcp.ListPromptsRequest{})
+			if err != nil {
+				if isTransportError(err) || ctx.Err() != nil {
+					perr = err
+					return
+				}
+				s.log.Warn("mcp: listing prompts failed", "err", s.redact(err.Error()))
+				return
 			}
-			s.log.Warn("mcp: listing prompts failed", "err", s.redact(err.Error()))
-		} else {
 			for _, p := range res.Prompts {
 				cat.prompts = append(cat.prompts, convertPrompt(s.cfg.Name, p))
 			}
+		})
+	}
+	wg.Wait()
+	for _, err := range []error{terr, rerr, perr} {
+		if err != nil {
+			return catalog{}, err
 		}
 	}
 	return cat, nil

@@ -34,6 +34,8 @@ type server struct {
 	callsMu  sync.Mutex
 	inflight map[string]*inflight // tool calls sent and not yet answered, by progress token
 
+	timings atomic.Pointer[connectTimings] // of the last connection that got ready
+
 	mu         sync.Mutex
 	stopped    bool
 	state      State
@@ -141,6 +143,13 @@ func (s *server) run() {
 			if s.sup.Now().Sub(readyAt) >= s.sup.BackoffReset {
 				attempt = 0
 			}
+			if attempt < immediateRestarts {
+				// A working server was lost (a stdio child that crashed, say): start it
+				// again at once, not after a backoff; a server that keeps getting lost
+				// soon after starting backs off from the next loss on.
+				attempt++
+				continue
+			}
 		}
 		delay := s.sup.backoff(attempt)
 		attempt++
@@ -152,6 +161,15 @@ func (s *server) run() {
 			return
 		}
 	}
+}
+
+// immediateRestarts is how many times in a row (without BackoffReset of steady
+// service between) a lost connection is restarted without waiting.
+const immediateRestarts = 3
+
+// connectTimings is where a connection's start-up time went.
+type connectTimings struct {
+	Start, Initialize, List time.Duration // process start (or HTTP connect), initialize, listing
 }
 
 // serve watches a ready connection until it is lost (returning why) or the
