@@ -436,7 +436,7 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 	var tr transport.Interface
 	var err error
 	if s.cfg.Transport == TransportSSE {
-		c.sse = &sseRequests{next: scopeGate{hc.Transport}, ctx: ctx}
+		c.sse = &sseRequests{next: scopeGate{hc.Transport}, ctx: ctx, log: s.log}
 		hc.Transport = c.sse
 		opts := []transport.ClientOption{
 			transport.WithHTTPClient(hc),

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -27,10 +28,14 @@ type sseRequests struct {
 	next    http.RoundTripper
 	handler atomic.Pointer[transport.RequestHandler]
 	ctx     context.Context // the connection's: answers end with it
+	log     *slog.Logger
+	open    atomic.Int32 // requests being answered
 }
 
-// maxSSELine bounds one line of the event stream (an event's data line).
-const maxSSELine = 4 << 20
+const (
+	maxSSELine     = 4 << 20 // one line of the event stream (an event's data line)
+	maxSSEAnswered = 16      // requests answered at once; more are dropped (the server's wait times out)
+)
 
 func (g *sseRequests) setHandler(h transport.RequestHandler) { g.handler.Store(&h) }
 
@@ -42,9 +47,20 @@ func (g *sseRequests) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	pr, pw := io.Pipe()
 	src := resp.Body
-	resp.Body = pr
+	resp.Body = &pipeBody{PipeReader: pr, src: src}
 	go g.filter(r, src, pw)
 	return resp, nil
+}
+
+// pipeBody is the filtered stream; closing it closes the server's stream too.
+type pipeBody struct {
+	*io.PipeReader
+	src io.Closer
+}
+
+func (b *pipeBody) Close() error {
+	b.PipeReader.Close()
+	return b.src.Close()
 }
 
 // filter copies the event stream from src to w, taking the server's requests out.
@@ -76,7 +92,15 @@ func (g *sseRequests) filter(r *http.Request, src io.ReadCloser, w *io.PipeWrite
 					mu.Lock()
 					to := endpoint
 					mu.Unlock()
-					go g.answer(r, to, req)
+					if g.open.Add(1) > maxSSEAnswered {
+						g.open.Add(-1)
+						g.log.Warn("mcp: server request dropped: too many open at once", "method", capString(req.Method, 100))
+						return nil
+					}
+					go func() {
+						defer g.open.Add(-1)
+						g.answer(r, to, req)
+					}()
 					return nil
 				}
 			}
