@@ -170,6 +170,27 @@
     takeSendResult();
   });
 
+  // A message's inline editor starts from the message's text when it opens; Cancel
+  // closes it and drops what was typed.
+  document.addEventListener('toggle', function (e) {
+    var box = e.target;
+    if (!(box instanceof HTMLDetailsElement) || !box.classList.contains('msg-edit') || !box.open) return;
+    var ta = box.querySelector('textarea');
+    var article = box.closest('article');
+    var text = article ? article.querySelector(':scope > .text') : null;
+    if (ta && text && ta.value === '') ta.value = text.textContent;
+    if (ta) ta.focus();
+  }, true);
+  document.addEventListener('click', function (e) {
+    if (!(e.target instanceof Element)) return;
+    var cancel = e.target.closest('[data-edit-cancel]');
+    if (!cancel) return;
+    var box = cancel.closest('details');
+    var ta = box ? box.querySelector('textarea') : null;
+    if (ta) ta.value = '';
+    if (box) box.open = false;
+  });
+
   // (3) Copy buttons on code blocks, and on each message: its source (a user's text,
   // a reply's markdown from data-source), not the rendered HTML.
   document.addEventListener('click', function (e) {

@@ -54,6 +54,7 @@ type SessionList struct {
 
 // Message is one stored chat message.
 type Message struct {
+	ID     int64 // the stored message's id: what Edit, Regenerate and the version pager name (0: not offered)
 	Seq    int64
 	Role   string // user|assistant (anything else is shown as plain text)
 	HTML   string // sanitised markdown for assistant messages
@@ -77,6 +78,12 @@ type Message struct {
 	RunPending       bool
 	Target           bool   // the message a search result opened the chat at (highlighted)
 	Files            []File // a user message's attached files
+	// Versions: the message has other versions (an edit, a regenerated reply); the
+	// pager ‹ 2/3 › flips between them. nil when it has none.
+	Versions *Versions
+	// TurnEnd: the reply that ends its turn, which offers Regenerate (Retry after an
+	// error or a stop).
+	TurnEnd bool
 }
 
 // File is a file attached to a user message: an image shows as a thumbnail that opens
@@ -85,6 +92,13 @@ type File struct {
 	Name, URL string
 	Size      int64
 	Image     bool
+}
+
+// Versions is where a message stands among its versions: Index of Count, and the ids
+// of the previous and next versions (0 at either end).
+type Versions struct {
+	Index, Count int
+	Prev, Next   int64
 }
 
 // Saved-memory chip states.

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -29,26 +28,7 @@ func TestBrowserActivityRanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	steps := func(name string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		c, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Do(c, actions...); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
-	wait := func(expr string) chromedp.Action[chromedp.Void] {
-		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				v, err := chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(10*time.Second))(ctx, tg)
-				if err == nil || time.Now().After(deadline) || !strings.Contains(err.Error(), "navigated or closed") && !strings.Contains(err.Error(), "Cannot find context") {
-					return v, err
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
-	}
+	steps, wait := browserSteps(t, ctx), jsWait
 	tools := `[...document.querySelectorAll("[data-testid=table-tools] tbody td:first-child")].map(td => td.textContent).join()`
 	steps("login",
 		chromedp.Navigate(env.ts.URL+"/login"),

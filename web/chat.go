@@ -49,10 +49,9 @@ func (s *Server) chatView(ctx context.Context, ss store.Session, snap Snapshot) 
 	if snap.Live != nil {
 		chat.RunState = "streaming"
 	}
-	if err := s.withFiles(ctx, ss.ID, msgs); err != nil {
+	if chat.Messages, err = s.pageViews(ctx, ss.ID, msgs, liveHider(snap)); err != nil {
 		return views.Chat{}, err
 	}
-	chat.Messages = messageViews(msgs, func(m store.Message) bool { return snap.Live != nil && m.Seq > snap.AfterSeq })
 	if err := s.fillMemoryChips(ctx, ss.OwnerID, ss.ID, chat.Messages); err != nil {
 		return views.Chat{}, err
 	}
@@ -114,10 +113,10 @@ func (s *Server) olderMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.withFiles(c.Request().Context(), ss.ID, msgs); err != nil {
+	items, err := s.pageViews(c.Request().Context(), ss.ID, msgs, nil)
+	if err != nil {
 		return err
 	}
-	items := messageViews(msgs, nil)
 	if err := s.fillMemoryChips(c.Request().Context(), ss.OwnerID, ss.ID, items); err != nil {
 		return err
 	}
@@ -151,7 +150,31 @@ func messageViews(msgs []store.Message, hide func(store.Message) bool) []views.M
 		}
 		out = append(out, messageView(m, results))
 	}
+	// A reply ends its turn where the next message shown is the user's, or none: it
+	// offers Regenerate (or Retry).
+	for i := range out {
+		out[i].TurnEnd = out[i].Role == store.RoleAssistant && (i+1 == len(out) || out[i+1].Role == store.RoleUser)
+	}
 	return out
+}
+
+// pageViews maps a page of the branch on screen to views (see messageViews) with the
+// version pagers of the messages that have other versions.
+func (s *Server) pageViews(ctx context.Context, sessionID string, msgs []store.Message, hide func(store.Message) bool) ([]views.Message, error) {
+	if err := s.withFiles(ctx, sessionID, msgs); err != nil {
+		return nil, err
+	}
+	out := messageViews(msgs, hide)
+	versions, err := s.Store.MessageVersions(ctx, sessionID, msgs)
+	if err != nil || len(versions) == 0 {
+		return out, err
+	}
+	for i := range out {
+		if v, ok := versions[out[i].ID]; ok {
+			out[i].Versions = &views.Versions{Index: v.Index, Count: v.Count, Prev: v.Prev, Next: v.Next}
+		}
+	}
+	return out, nil
 }
 
 // lastMeter is the context meter of the session's latest recorded step, or nil.

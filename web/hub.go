@@ -54,8 +54,10 @@ func (h *Hub) Clients() int {
 }
 
 type room struct {
-	mu        sync.Mutex
-	clients   map[*client]struct{}
+	mu sync.Mutex
+	// clients, each with what renders its whole view of the chat (its first frame, and
+	// again after the branch on screen moved).
+	clients   map[*client]func(Snapshot) []byte
 	live      *liveReply // nil while the session is idle
 	timer     *time.Timer
 	lastFlush time.Time
@@ -76,6 +78,10 @@ type liveReply struct {
 
 	reasoning     []byte // reasoning streamed so far (shown collapsed, as text)
 	reasoningSent int    // how much of it the browsers have
+
+	// versions: the run writes a new version of a reply (regenerate, retry); its first
+	// committed message shows the pager. nil otherwise, and once it is shown.
+	versions *views.Versions
 }
 
 // client is one websocket. Frames go into send; the connection's writer drains it.
@@ -123,7 +129,7 @@ func (h *Hub) room(sessionID string) *room {
 	defer h.mu.Unlock()
 	r, ok := h.rooms[sessionID]
 	if !ok {
-		r = &room{clients: map[*client]struct{}{}}
+		r = &room{clients: map[*client]func(Snapshot) []byte{}}
 		h.rooms[sessionID] = r
 	}
 	return r
@@ -153,7 +159,7 @@ func (h *Hub) subscribe(sessionID string, c *client, initial func(Snapshot) []by
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	frame := initial(r.snapshotLocked())
-	r.clients[c] = struct{}{}
+	r.clients[c] = initial
 	if r.orphan != nil {
 		r.orphan.Stop()
 		r.orphan = nil
@@ -271,6 +277,19 @@ func (h *Hub) Publish(ev agent.Event) {
 			// The last run's answered questions go; a new run has none open yet.
 			views.ConsentRequests(nil, "outerHTML"),
 		))
+	case agent.EventBranch:
+		// The branch on screen moved: every tab renders the chat again (from the store),
+		// with the live reply of the run that answers it, if one starts.
+		r.stopTimer()
+		r.live = nil
+		if ev.Message != nil {
+			r.live = &liveReply{afterSeq: ev.Message.Seq}
+			if v := ev.Versions; v != nil {
+				r.live.versions = &views.Versions{Index: v.Index, Count: v.Count, Prev: v.Prev, Next: v.Next}
+			}
+		}
+		r.resync()
+		r.broadcast(renderFrame(views.FrameNotice("")))
 	case agent.EventQueued:
 		r.broadcast(renderFrame(views.FrameNotice("Queued: your message will be sent when this reply ends.")))
 	case agent.EventNotice:
@@ -300,9 +319,12 @@ func (h *Hub) Publish(ev agent.Event) {
 		if r.live != nil {
 			model = r.live.model
 		}
-		r.live = &liveReply{afterSeq: ev.Message.Seq, model: model}
 		step := messageView(*ev.Message, nil)
 		step.RunID = "" // the run's link goes on its final reply
+		if r.live != nil {
+			step.Versions = r.live.versions
+		}
+		r.live = &liveReply{afterSeq: ev.Message.Seq, model: model}
 		r.broadcast(renderFrame(views.FrameAssistantStep(step, views.LiveMessage{Model: model})))
 	case agent.EventToolProgress:
 		p := ev.Progress
@@ -315,14 +337,17 @@ func (h *Hub) Publish(ev agent.Event) {
 		r.broadcast(renderFrame(views.FrameTaskPanel(taskView(ev.SessionID, ev.State, ""))))
 	case agent.EventFinal:
 		r.stopTimer()
-		r.live = nil
 		final := messageView(*ev.Message, nil)
-		final.RunPending = true
+		final.RunPending, final.TurnEnd = true, true
+		if r.live != nil {
+			final.Versions = r.live.versions
+		}
+		r.live = nil
 		r.broadcast(renderFrame(views.FrameFinal(final), views.FrameRunState("idle")))
 	}
 	r.mu.Unlock()
-	if ev.Kind == agent.EventFinal {
-		h.release(ev.SessionID, r)
+	if ev.Kind == agent.EventFinal || ev.Kind == agent.EventBranch && ev.Message == nil {
+		h.release(ev.SessionID, r) // a flip starts no reply: nothing keeps a room nobody watches
 	}
 }
 
@@ -408,6 +433,23 @@ func (l *liveReply) render() []byte {
 // broadcast queues a frame for every client; a client whose buffer is full is dropped.
 func (r *room) broadcast(frame []byte) {
 	for c := range r.clients {
+		select {
+		case c.send <- frame:
+		default:
+			delete(r.clients, c)
+			c.close()
+		}
+	}
+}
+
+// resync sends every client its whole view of the chat again, rendered now.
+func (r *room) resync() {
+	snap := r.snapshotLocked()
+	for c, render := range r.clients {
+		frame := render(snap)
+		if frame == nil {
+			continue
+		}
 		select {
 		case c.send <- frame:
 		default:

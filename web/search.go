@@ -199,10 +199,9 @@ func (s *Server) chatViewAt(ctx context.Context, ss store.Session, snap Snapshot
 			return views.Chat{}, err
 		}
 		if len(msgs) > 0 {
-			if err := s.withFiles(ctx, ss.ID, msgs); err != nil {
+			if chat.Messages, err = s.pageViews(ctx, ss.ID, msgs, liveHider(snap)); err != nil {
 				return views.Chat{}, err
 			}
-			chat.Messages = messageViews(msgs, liveHider(snap))
 			if err := s.fillMemoryChips(ctx, ss.OwnerID, ss.ID, chat.Messages); err != nil {
 				return views.Chat{}, err
 			}
@@ -251,10 +250,10 @@ func (s *Server) newerMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.withFiles(ctx, ss.ID, msgs); err != nil {
+	items, err := s.pageViews(ctx, ss.ID, msgs, liveHider(s.Hub.Snapshot(ss.ID)))
+	if err != nil {
 		return err
 	}
-	items := messageViews(msgs, liveHider(s.Hub.Snapshot(ss.ID)))
 	if err := s.fillMemoryChips(ctx, ss.OwnerID, ss.ID, items); err != nil {
 		return err
 	}

@@ -1,10 +1,8 @@
 package web_test
 
 import (
-	"context"
 	"net/http"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,27 +32,7 @@ func TestBrowserSearchJumpsToOldMessage(t *testing.T) {
 	other := admin.newSession()
 	appendText(t, env.db, other, "assistant", `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script> a platypus drawing`)
 
-	steps := func(name string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		c, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Do(c, actions...); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
-	// wait polls expr until true; an evaluation cut short by a navigation is retried.
-	wait := func(expr string) chromedp.Action[chromedp.Void] {
-		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				v, err := chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(10*time.Second))(ctx, tg)
-				if err == nil || time.Now().After(deadline) || !strings.Contains(err.Error(), "navigated or closed") && !strings.Contains(err.Error(), "Cannot find context") {
-					return v, err
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
-	}
+	steps, wait := browserSteps(t, ctx), jsWait
 	steps("login",
 		chromedp.Navigate(env.ts.URL+"/login"),
 		chromedp.WaitVisible(chromedp.CSS(`#login-username`)),

@@ -23,7 +23,7 @@ const resultPreviewChars = 2000
 // holds the tool messages of the page by their call's key (store.ToolCallKey), for the
 // cards of a step that called tools (a call without a result shows as running).
 func messageView(m store.Message, results map[string]*store.Message) views.Message {
-	v := views.Message{Seq: m.Seq, Role: m.Role, Status: m.Status, Error: m.Error, Model: m.Model,
+	v := views.Message{ID: m.ID, Seq: m.Seq, Role: m.Role, Status: m.Status, Error: m.Error, Model: m.Model,
 		CreatedAt: m.CreatedAt, Reasoning: noNUL(m.Reasoning),
 		Interrupted: m.Status == store.StatusStopped && m.Error == store.ReplyInterrupted}
 	if m.Role != store.RoleAssistant {

@@ -1,9 +1,11 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -32,6 +34,9 @@ type clientFrame struct {
 	// Memory chips: undo names a memory its chat saved, accept/reject a suggestion.
 	Memory     string `json:"memory"`
 	Suggestion string `json:"suggestion"`
+	// ID names a stored message of the chat: the one to edit (with Text), the reply to
+	// regenerate or retry, or the version to show.
+	ID string `json:"id"`
 	// Nonce names a composer send: the answer (FrameSendResult) carries it back, and
 	// the composer keeps its text until that answer says the message was accepted.
 	Nonce string `json:"nonce"`
@@ -98,13 +103,24 @@ func (s *Server) chatSocket(c echo.Context) error {
 	u, _ := currentUser(c)
 	defer s.openSocket(token, u, cl, false, true)()
 	s.Hub.subscribe(ss.ID, cl, func(snap Snapshot) []byte {
-		chat, err := s.chatViewAt(ctx, ss, snap, atParam(c))
+		// Read again: this renders again whenever the branch moves, with its task.
+		cur, err := s.Store.SessionForOwner(ctx, ss.ID, ss.OwnerID)
+		if err != nil {
+			return nil
+		}
+		chat, err := s.chatViewAt(ctx, cur, snap, atParam(c))
 		if err != nil {
 			s.Log.Error("web: websocket snapshot", "session", ss.ID, "err", err)
 			return nil
 		}
-		return renderFrame(views.FrameMessages(chat), views.FrameRunState(chat.RunState),
-			views.ConsentRequests(s.consents.forSession(ss.ID), "morph"))
+		// The task and the meter too: after the branch moved (see Hub.resync) they are
+		// that branch's.
+		frames := []templ.Component{views.FrameMessages(chat), views.FrameRunState(chat.RunState), views.FrameTaskPanel(chat.Task),
+			views.ConsentRequests(s.consents.forSession(ss.ID), "morph")}
+		if chat.Meter != nil {
+			frames = append(frames, views.FrameContextMeter(*chat.Meter))
+		}
+		return renderFrame(frames...)
 	})
 	defer s.Hub.unsubscribe(ss.ID, cl)
 	if s.MCP != nil {
@@ -182,7 +198,7 @@ func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss s
 			continue
 		}
 		switch f.Type {
-		case "send", "stop", "undo", "accept", "reject":
+		case "send", "stop", "undo", "accept", "reject", "edit", "regenerate", "version":
 		default:
 			notify("Unknown request type; nothing was saved.")
 			continue
@@ -219,8 +235,43 @@ func (s *Server) readLoop(c echo.Context, conn *websocket.Conn, cl *client, ss s
 			s.Agent.Stop(ss.ID)
 		case "undo", "accept", "reject":
 			s.memoryFrame(c.Request().Context(), ss, f, notify)
+		case "edit", "regenerate", "version":
+			if err := s.branchFrame(c.Request().Context(), u, ss.ID, f); err != nil {
+				notify(errs.Message(err))
+			}
 		}
 	}
+}
+
+// branchFrame moves the branch on screen for u (the login's user as just re-checked):
+// an edit of a user message, a regenerate or retry of a reply, or a flip to another
+// version. The message must be of this chat (else "Not found"); the agent refuses it
+// while the chat answers. Every tab of the chat follows (EventBranch).
+func (s *Server) branchFrame(ctx context.Context, u store.User, sessionID string, f clientFrame) error {
+	ss, err := s.Store.SessionForOwner(ctx, sessionID, u.ID)
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(f.ID, 10, 64)
+	if err != nil || id <= 0 {
+		return errs.E(errs.NotFound, "Message not found.")
+	}
+	switch f.Type {
+	case "edit":
+		// An edit is typed text: it has the composer's limit.
+		if max := s.Config.MaxMessageBytes; max > 0 && len(f.Text) > max {
+			return errs.E(errs.TooLarge, "Message is too long: %d bytes, the limit is %d.", len(f.Text), max)
+		}
+		err = s.Agent.Edit(ctx, ss, id, f.Text)
+	case "regenerate":
+		err = s.Agent.Regenerate(ctx, ss, id)
+	default:
+		err = s.Agent.SelectVersion(ctx, ss, id)
+	}
+	if errs.Code(err) == errs.Internal {
+		s.Log.Error("web: "+f.Type, "session", ss.ID, "err", err)
+	}
+	return err
 }
 
 // answerSend tells the sending tab whether its message was accepted (err == nil) or

@@ -112,6 +112,7 @@ type Agent struct {
 
 type run struct {
 	id     string
+	ctx    context.Context // the run's own; cancelled by Stop, Shutdown or a lost lease
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed once the run has left a.runs
 	ending bool          // the reply is committed; only its EventFinal is still being published
@@ -220,25 +221,113 @@ func (a *Agent) SendFiles(ctx context.Context, s store.Session, text string, fil
 	} else if err := a.ValidateText(text); err != nil {
 		return err
 	}
+	return a.start(ctx, s, turnStart{text: text, files: files})
+}
+
+// Edit stores text as a new version of user message id of session s (the old one and
+// the turns after it stay, as another branch) and answers it, like Send. It is refused
+// with errs.Busy while the chat answers or has a message queued (never queued itself);
+// a message of another chat is errs.NotFound, one that is not the user's errs.Invalid,
+// and nothing is stored.
+func (a *Agent) Edit(ctx context.Context, s store.Session, id int64, text string) error {
+	if err := a.ValidateText(text); err != nil {
+		return err
+	}
+	return a.start(ctx, s, turnStart{text: text, edit: id})
+}
+
+// Regenerate answers again the turn of assistant message id of session s: the new reply
+// is a new version of the old one, which stays as another branch. It is also Retry, after
+// an error or a stop. Refused as Edit is; a message that is not a reply is errs.Invalid.
+func (a *Agent) Regenerate(ctx context.Context, s store.Session, id int64) error {
+	return a.start(ctx, s, turnStart{regen: id})
+}
+
+// SelectVersion puts version id of a message of session s on screen, with the turns
+// last shown below it, and tells every tab (EventBranch). The next reply is built from
+// that branch. Refused with errs.Busy while the chat answers; a message of another chat
+// is errs.NotFound.
+func (a *Agent) SelectVersion(ctx context.Context, s store.Session, id int64) error {
+	r, err := a.reserve(ctx, s, turnStart{flip: true})
+	if err != nil {
+		return err
+	}
+	defer a.finish(s.ID, r)
+	if err := a.lease(ctx, r, s); err != nil {
+		return err
+	}
+	defer a.releaseLease(r, s)
+	if err := a.Store.SelectVersion(ctx, s.ID, id); err != nil {
+		return err
+	}
+	a.publish(Event{Kind: EventBranch, SessionID: s.ID, OwnerID: s.OwnerID})
+	return nil
+}
+
+// turnStart is what starts a run: a new message (text), a new version of user message
+// edit (text), a new version of the reply holding message regen; or, for flip, no run
+// at all (the session is only reserved while the branch moves).
+type turnStart struct {
+	text  string
+	files []string // upload ids bound to a new message (Send only)
+	edit  int64
+	regen int64
+	flip  bool
+}
+
+// busyMessage is why an edit, a regenerate or a flip is refused while the chat answers.
+const busyMessage = "This chat is still answering. Wait for the reply to end (or press Stop), then try again."
+
+func (a *Agent) start(ctx context.Context, s store.Session, st turnStart) error {
+	r, err := a.reserve(ctx, s, st)
+	if err != nil || r == nil {
+		return err // r == nil: queued
+	}
+	user, err := a.begin(ctx, r, s, st)
+	if err != nil {
+		a.finish(s.ID, r)
+		return err
+	}
+	go func() {
+		defer a.finish(s.ID, r)
+		a.runTurn(r.ctx, r, s, user, st.regen != 0)
+	}()
+	return nil
+}
+
+// reserve registers a run for the session, so that nothing else starts there until
+// finish. A plain send finds the session busy and queues (nil run, no error) or is
+// refused; an edit, a regenerate or a flip is refused.
+func (a *Agent) reserve(ctx context.Context, s store.Session, st turnStart) (*run, error) {
+	plain := st.edit == 0 && st.regen == 0 && !st.flip
 	a.mu.Lock()
 	for {
 		if a.closed {
 			a.mu.Unlock()
-			return errs.E(errs.Unavailable, "The server is shutting down.")
+			return nil, errs.E(errs.Unavailable, "The server is shutting down.")
 		}
 		prev, busy := a.runs[s.ID]
+		_, full := a.queued[s.ID]
+		if !plain && full {
+			a.mu.Unlock()
+			return nil, errs.E(errs.Busy, busyMessage)
+		}
 		if !busy {
 			break
 		}
 		if !prev.ending {
-			if _, full := a.queued[s.ID]; full {
+			if !plain {
 				a.mu.Unlock()
-				return errs.E(errs.Busy, "This chat is still answering and a message is already queued. Wait for the reply or press Stop.")
+				return nil, errs.E(errs.Busy, busyMessage)
 			}
-			a.queued[s.ID] = queuedSend{session: s, text: text, files: files}
+			if full {
+				a.mu.Unlock()
+				return nil, errs.E(errs.Busy, "This chat is still answering and a message is already queued. Wait for the reply or press Stop.")
+			}
+			a.queued[s.ID] = queuedSend{session: s, text: st.text, files: st.files}
 			a.mu.Unlock()
-			a.publish(Event{Kind: EventQueued, SessionID: s.ID, Text: text})
-			return nil
+			a.publish(Event{Kind: EventQueued, SessionID: s.ID, Text: st.text})
+			return nil, nil
 		}
 		// The previous reply is saved and its EventFinal is going out: a client that
 		// sends as soon as it sees that event must not be told the chat is busy.
@@ -246,31 +335,64 @@ func (a *Agent) SendFiles(ctx context.Context, s store.Session, text string, fil
 		select {
 		case <-prev.done:
 		case <-ctx.Done():
-			return fmt.Errorf("agent: send: %w", ctx.Err())
+			return nil, fmt.Errorf("agent: send: %w", ctx.Err())
 		}
 		a.mu.Lock()
 	}
 	runCtx, cancel := context.WithCancelCause(context.Background())
-	r := &run{id: a.NewID(), cancel: cancel, done: make(chan struct{})}
+	r := &run{id: a.NewID(), ctx: runCtx, cancel: cancel, done: make(chan struct{})}
 	a.runs[s.ID] = r
 	a.wg.Add(1)
 	a.mu.Unlock()
-
-	user, err := a.begin(ctx, r, s, text, files)
-	if err != nil {
-		a.finish(s.ID, r)
-		return err
-	}
-	go func() {
-		defer a.finish(s.ID, r)
-		a.runTurn(runCtx, r, s, user)
-	}()
-	return nil
+	return r, nil
 }
 
-// begin takes the session lease (taking it at once from a dead process, else waiting
-// for another process's lease to end or expire) and commits the user's message.
-func (a *Agent) begin(ctx context.Context, r *run, s store.Session, text string, files []string) (*store.Message, error) {
+// begin takes the session lease and commits what the turn answers: the user's new
+// message (with its files bound to it), or a new version of one (edit), or room for a
+// new version of a reply (regen, which answers the turn's stored user message).
+func (a *Agent) begin(ctx context.Context, r *run, s store.Session, st turnStart) (*store.Message, error) {
+	if err := a.lease(ctx, r, s); err != nil {
+		return nil, err
+	}
+	user := &store.Message{SessionID: s.ID, Role: store.RoleUser, Content: st.text, Status: store.StatusComplete}
+	user.Tokens = a.countTokens(user)
+	for _, id := range st.files {
+		user.Attachments = append(user.Attachments, store.Attachment{ID: id})
+	}
+	var err error
+	var versions *store.Versions
+	kind := EventUserMessage
+	switch {
+	case st.edit != 0:
+		err, kind = a.Store.EditUserMessage(ctx, st.edit, user), EventBranch
+	case st.regen != 0:
+		var u store.Message
+		var v store.Versions
+		u, v, err = a.Store.BranchReply(ctx, s.ID, st.regen)
+		user, versions, kind = &u, &v, EventBranch
+	default:
+		err = a.Store.AppendMessage(ctx, user)
+	}
+	if err != nil {
+		a.releaseLease(r, s)
+		return nil, fmt.Errorf("agent: save user message: %w", err)
+	}
+	if len(st.files) > 0 || st.edit != 0 {
+		// What the chat shows of them (names, kinds, sizes; no data); an edit carries
+		// the files of the version it replaces.
+		atts, err := a.Store.MessageAttachments(ctx, s.ID, []int64{user.ID})
+		if err != nil {
+			a.Log.Warn("agent: read attachments", "session", s.ID, "err", err)
+		}
+		user.Attachments = atts[user.ID]
+	}
+	a.publish(Event{Kind: kind, RunID: r.id, SessionID: s.ID, OwnerID: s.OwnerID, Message: user, Versions: versions})
+	return user, nil
+}
+
+// lease takes the session lease for r (taking it at once from a dead process, else
+// waiting for another process's lease to end or expire).
+func (a *Agent) lease(ctx context.Context, r *run, s store.Session) error {
 	deadline := a.Now().Add(a.cfg.LeaseWait)
 	told := false
 	for {
@@ -279,13 +401,13 @@ func (a *Agent) begin(ctx context.Context, r *run, s store.Session, text string,
 			ok, err = a.takeFromDead(ctx, s.ID, a.holder(r))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("agent: take lease: %w", err)
+			return fmt.Errorf("agent: take lease: %w", err)
 		}
 		if ok {
-			break
+			return nil
 		}
 		if a.Now().After(deadline) {
-			return nil, errs.E(errs.Busy, "This chat is answering in another Atrium process. Try again in a moment.")
+			return errs.E(errs.Busy, "This chat is answering in another Atrium process. Try again in a moment.")
 		}
 		if !told {
 			// A live process is still answering: say why nothing happens yet.
@@ -295,28 +417,9 @@ func (a *Agent) begin(ctx context.Context, r *run, s store.Session, text string,
 		select {
 		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():
-			return nil, fmt.Errorf("agent: take lease: %w", ctx.Err())
+			return fmt.Errorf("agent: take lease: %w", ctx.Err())
 		}
 	}
-	user := &store.Message{SessionID: s.ID, Role: store.RoleUser, Content: text, Status: store.StatusComplete}
-	user.Tokens = a.countTokens(user)
-	for _, id := range files {
-		user.Attachments = append(user.Attachments, store.Attachment{ID: id})
-	}
-	if err := a.Store.AppendMessage(ctx, user); err != nil {
-		a.releaseLease(r, s)
-		return nil, fmt.Errorf("agent: save user message: %w", err)
-	}
-	if len(files) > 0 {
-		// What the chat shows of them (names, kinds, sizes; no data).
-		atts, err := a.Store.MessageAttachments(ctx, s.ID, []int64{user.ID})
-		if err != nil {
-			a.Log.Warn("agent: read attachments", "session", s.ID, "err", err)
-		}
-		user.Attachments = atts[user.ID]
-	}
-	a.publish(Event{Kind: EventUserMessage, RunID: r.id, SessionID: s.ID, OwnerID: s.OwnerID, Message: user})
-	return user, nil
 }
 
 // WaitingNotice is shown while a send waits for another live process's reply in the chat.

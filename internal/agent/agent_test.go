@@ -107,6 +107,7 @@ type harness struct {
 	session store.Session
 	tools   *tools.Registry
 	trace   *trace.Recorder
+	record  *trace.Consumer // writes the runs in the background: Flush before reading them
 	memory  *memory.Service
 	cfg     config.Config // what the app was built with, for a second "process" on the same data
 	opts    app.Options
@@ -165,7 +166,7 @@ func newHarness(t *testing.T, o options) *harness {
 		t.Fatal(err)
 	}
 	return &harness{db: db, llm: fake, sink: sink, agent: a.Agent, session: *s, tools: a.Tools, trace: a.Recorder, memory: a.Memory,
-		cfg: cfg, opts: opts}
+		record: a.Recording, cfg: cfg, opts: opts}
 }
 
 // startApp builds Atrium with app.New and shuts it down when the test ends, so that no

@@ -21,6 +21,11 @@ const (
 	EventNotice                       // Text: something the user should know that is not a message
 	EventTaskState                    // State: the session's task state changed
 	EventTitle                        // Session: the model gave the chat its title
+	// EventBranch: the branch on screen changed (an edit, a regenerate or retry, or a
+	// flip between versions). Message is the user message the new run answers (RunID set),
+	// or nil after a flip; Versions, after a regenerate, where its reply will stand among
+	// the versions of the reply.
+	EventBranch
 )
 
 // Run events, each with RunID and Seq (1, 2, … in the order they happened). A run
@@ -55,7 +60,7 @@ func (k EventKind) String() string {
 }
 
 var eventNames = map[EventKind]string{
-	EventUserMessage: "user_message", EventQueued: "queued", EventNotice: "notice", EventTaskState: "task_state", EventTitle: "title",
+	EventUserMessage: "user_message", EventQueued: "queued", EventNotice: "notice", EventTaskState: "task_state", EventTitle: "title", EventBranch: "branch",
 	EventRunStarted: "run_started", EventContext: "context", EventToolsSelected: "tools_selected",
 	EventModelRequest: "model_request", EventText: "text", EventReasoning: "reasoning",
 	EventModelResponse: "model_response", EventAssistantStep: "assistant_step", EventToolStarted: "tool_started",
@@ -77,7 +82,8 @@ type Event struct {
 	Step      int // the model step (1…MaxSteps) for per-step events
 
 	Message     *store.Message
-	Session     *store.Session // EventTitle: the chat as it is now
+	Session     *store.Session  // EventTitle: the chat as it is now
+	Versions    *store.Versions // EventBranch
 	Text        string
 	Model       string
 	Request     *llm.Request

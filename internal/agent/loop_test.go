@@ -128,9 +128,12 @@ func shape(msgs []store.Message) []string {
 
 // waitIdle waits until the session's run (reply, summary fold and trace included)
 // has ended.
+// waitIdle waits for the session's run and its after-reply jobs to end, and for the
+// recording of what they published to be written.
 func (h *harness) waitIdle(t *testing.T) {
 	t.Helper()
 	waitIdle(t, h.agent, h.session.ID)
+	h.record.Flush()
 }
 
 func waitIdle(t *testing.T, a *agent.Agent, sessionID string) {

@@ -102,7 +102,7 @@ var (
 // user with a notice. A refused text (a secret) is not saved, and the notice says why.
 func (t *turn) memoryCommand(ctx context.Context) {
 	a := t.a
-	if !t.memoryOn {
+	if !t.memoryOn || t.again { // a regenerated reply: the message's "remember" was done the first time
 		return
 	}
 	started := a.Now()
@@ -186,7 +186,7 @@ Answer with JSON only, no prose: {"actions":[{"op":"add","kind":"preference","te
 
 // extractable reports whether the reply's user message goes to memory extraction.
 func (t *turn) extractable() bool {
-	return t.extractOn && !t.memoryRequest && strings.TrimSpace(t.query) != ""
+	return t.extractOn && !t.memoryRequest && !t.again && strings.TrimSpace(t.query) != ""
 }
 
 type extractAction struct {

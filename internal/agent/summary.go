@@ -79,14 +79,17 @@ func (t *turn) fold(base context.Context) error {
 	ctx, cancel := context.WithTimeout(base, 90*time.Second)
 	defer cancel()
 	if turns[0].Seq > t.summarySeq+1 {
-		// Older messages were beyond the context loader's bound: fold them first, in
-		// whole turns, so the watermark never skips a message.
+		// Older messages may have been beyond the context loader's bound: fold them
+		// first, in whole turns, so the watermark never skips a message. (Seqs have gaps
+		// where other versions are, so the gap alone does not tell.)
 		older, err := a.Store.MessagesFrom(ctx, t.s.ID, t.summarySeq, foldBatch)
 		if err != nil {
 			a.Log.Warn("agent: summary: load", "session", t.s.ID, "err", err)
 			return err
 		}
-		turns = wholeTurns(older, turns[0].Seq)
+		if w := wholeTurns(older, turns[0].Seq); len(w) > 0 {
+			turns = w
+		}
 	}
 	if len(turns) == 0 {
 		return errors.New("agent: summary: nothing to fold")

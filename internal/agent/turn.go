@@ -29,6 +29,7 @@ type turn struct {
 	model    string
 	user     *store.Message // the user message the turn answers
 	query    string         // its text (for tool selection and memory)
+	again    bool           // a new version of a reply (regenerate, retry): the message's memory work is done
 
 	// recalled long-term memories for the pinned zone, one line each with its date
 	preferences, memories []string
@@ -53,12 +54,13 @@ type turn struct {
 }
 
 // runTurn runs the steps of one reply. It always ends with exactly one EventFinal.
-func (a *Agent) runTurn(ctx context.Context, r *run, s store.Session, user *store.Message) {
+// again: the user message was answered before (regenerate, retry).
+func (a *Agent) runTurn(ctx context.Context, r *run, s store.Session, user *store.Message, again bool) {
 	stopLease := a.keepLease(r, s)
 	defer a.releaseLease(r, s)
 	defer stopLease()
 
-	t := &turn{a: a, r: r, s: s, user: user, query: user.Content, started: a.Now()}
+	t := &turn{a: a, r: r, s: s, user: user, query: user.Content, started: a.Now(), again: again}
 	t.final = &store.Message{SessionID: s.ID, Role: store.RoleAssistant, Status: store.StatusComplete, RunID: r.id}
 	t.loop(ctx)
 	t.commitFinal()
@@ -194,7 +196,7 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 	if err != nil {
 		return llm.Request{}, err
 	}
-	msgs, err := a.Store.LoadContextMessages(ctx, t.s.ID, sess.SummarySeq, contextwin.DefaultLoadMax)
+	msgs, unloaded, err := t.loadContext(ctx, sess.SummarySeq)
 	if err != nil {
 		return llm.Request{}, err
 	}
@@ -214,7 +216,7 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 	in := contextwin.Input{System: a.cfg.SystemPrompt, ChatPrompt: sess.SystemPrompt,
 		AboutMe: t.instructions.AboutMe, AnswerStyle: t.instructions.AnswerStyle, Goal: task.Goal, Stage: task.Stage,
 		Preferences: t.preferences, Memories: t.memories,
-		Summary: sess.Summary, SummarySeq: sess.SummarySeq, Messages: msgs, Tools: specs,
+		Summary: sess.Summary, SummarySeq: sess.SummarySeq, Messages: msgs, Unloaded: unloaded, Tools: specs,
 		NoImages: a.Vision == nil || !a.Vision(ctx, t.s.Model)}
 	llmMsgs, report := contextwin.Assemble(in, t.budgets, a.Tokens)
 	t.unsummarised, t.summary, t.summarySeq = report.Unsummarised, sess.Summary, sess.SummarySeq
@@ -230,11 +232,11 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 		if err != nil {
 			break
 		}
-		msgs, err := a.Store.LoadContextMessages(ctx, t.s.ID, sess.SummarySeq, contextwin.DefaultLoadMax)
+		msgs, unloaded, err := t.loadContext(ctx, sess.SummarySeq)
 		if err != nil {
 			break
 		}
-		in.Summary, in.SummarySeq, in.Messages = sess.Summary, sess.SummarySeq, msgs
+		in.Summary, in.SummarySeq, in.Messages, in.Unloaded = sess.Summary, sess.SummarySeq, msgs, unloaded
 		llmMsgs, report = contextwin.Assemble(in, t.budgets, a.Tokens)
 		t.unsummarised, t.summary, t.summarySeq = report.Unsummarised, sess.Summary, sess.SummarySeq
 	}
@@ -244,6 +246,16 @@ func (t *turn) prepare(ctx context.Context) (llm.Request, error) {
 	t.emit(Event{Kind: EventContext, Report: &report, Duration: took})
 	t.emit(Event{Kind: EventToolsSelected, Selection: &sel, Duration: took})
 	return llm.Request{Model: t.model, Messages: llmMsgs, Tools: specs}, nil
+}
+
+// loadContext reads the branch on screen after the summary's watermark: at most
+// contextwin.DefaultLoadMax of the newest messages, and whether older ones were left out.
+func (t *turn) loadContext(ctx context.Context, summarySeq int64) ([]store.Message, bool, error) {
+	msgs, err := t.a.Store.LoadContextMessages(ctx, t.s.ID, summarySeq, contextwin.DefaultLoadMax+1)
+	if err != nil || len(msgs) <= contextwin.DefaultLoadMax {
+		return msgs, false, err
+	}
+	return msgs[1:], true, nil
 }
 
 // recentTools lists the tools called in the loaded history, newest first.

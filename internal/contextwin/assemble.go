@@ -88,6 +88,10 @@ type Input struct {
 	// store.DB.LoadContextMessages returns them (at most a bounded number of the
 	// newest).
 	Messages []store.Message
+	// Unloaded: messages after SummarySeq and before Messages exist but were left
+	// out by the load's bound. (Seqs alone cannot tell: the branch on screen has gaps
+	// where other versions of a message are.)
+	Unloaded bool
 
 	Tools []llm.ToolSpec // offered tools, counted against the window
 
@@ -207,7 +211,7 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 	// Split into turns; anything before the first user message (the load's
 	// bound can start mid-turn) is a turn of its own.
 	msgs := in.Messages
-	if len(msgs) > 0 && msgs[0].Seq > in.SummarySeq+1 {
+	if len(msgs) > 0 && in.Unloaded {
 		rep.Cut = append(rep.Cut, Cut{Seq: in.SummarySeq + 1, Reason: fmt.Sprintf(
 			"messages %d–%d not loaded (older than the newest loaded) and not summarised yet", in.SummarySeq+1, msgs[0].Seq-1)})
 	}

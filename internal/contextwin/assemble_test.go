@@ -159,6 +159,7 @@ func TestAssembleOrderAndPairing(t *testing.T) {
 		included    []int64
 		cut         map[int64]string // seq -> part of the reason
 		interrupted []string
+		unloaded    bool // the load's bound left older messages out
 	}{
 		{
 			name:     "plain turn",
@@ -236,13 +237,24 @@ func TestAssembleOrderAndPairing(t *testing.T) {
 			want:     "assistant user assistant",
 			included: []int64{8, 9, 10},
 			cut:      map[int64]string{7: "orphan", 1: "not loaded"},
+			unloaded: true,
+		},
+		{
+			// The branch on screen skips the seqs of other versions: not a gap in the load.
+			name:     "seq gaps of other versions are not unloaded history",
+			msgs:     []store.Message{user(4, "q"), asst(9, "a"), user(12, "again"), asst(13, "b")},
+			want:     "user assistant user assistant",
+			included: []int64{4, 9, 12, 13},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			in := contextwin.Input{System: "be brief", Messages: keyed(tc.msgs)}
+			in := contextwin.Input{System: "be brief", Messages: keyed(tc.msgs), Unloaded: tc.unloaded}
 			out, rep := contextwin.Assemble(in, contextwin.DefaultBudgets(), wordTok{})
 			checkInvariants(t, in, out, rep)
+			if !tc.unloaded && len(rep.Cut) > 0 && slices.ContainsFunc(rep.Cut, func(c contextwin.Cut) bool { return strings.Contains(c.Reason, "not loaded") }) {
+				t.Errorf("cut %v: nothing was left unloaded", rep.Cut)
+			}
 			if out[0].Role != llm.RoleSystem || out[0].Content != "be brief" {
 				t.Errorf("first message %+v, want the system prompt", out[0])
 			}

@@ -155,7 +155,7 @@ func toolSchema(t mcp.Tool) (json.RawMessage, error) {
 // executor calls the MCP tool on whatever connection is ready at call time.
 func (s *server) executor(mcpName string) func(context.Context, tools.Call) (string, error) {
 	return func(ctx context.Context, call tools.Call) (string, error) {
-		c, since := s.readyConn()
+		c, since := s.usableConn(ctx)
 		if c == nil {
 			return "", s.unavailable(since)
 		}

@@ -44,6 +44,7 @@ type server struct {
 	lastErr    string
 	auth       string // Status.Auth
 	conn       *conn  // non-nil exactly while ready
+	resuming   bool   // the server forgot the session and a new one is being opened at once: calls wait for it
 	tools      []ToolInfo
 	registered map[string]registered // what this server holds in the registry, by name
 	resources  int
@@ -102,6 +103,7 @@ func (s *server) run() {
 			continue
 		}
 		if err != nil {
+			s.setResuming(false)
 			if s.ctx.Err() != nil {
 				return
 			}
@@ -147,6 +149,13 @@ func (s *server) run() {
 				// A working server was lost (a stdio child that crashed, say): start it
 				// again at once, not after a backoff; a server that keeps getting lost
 				// soon after starting backs off from the next loss on.
+				if errors.Is(err, transport.ErrSessionTerminated) && attempt == 0 {
+					// The server restarted and forgot the session (found by a call, a
+					// health check or a relist): it is up, so let calls that arrive
+					// while the new session opens wait for it instead of failing. Only
+					// once per BackoffReset: a server that keeps forgetting backs off.
+					s.setResuming(true)
+				}
 				attempt++
 				continue
 			}
@@ -259,7 +268,7 @@ func (s *server) setReady(c *conn, cat catalog) bool {
 		s.mu.Unlock()
 		return false
 	}
-	s.conn = c
+	s.conn, s.resuming = c, false
 	s.syncToolsLocked(cat.tools)
 	s.resources = cat.resources
 	s.prompts = cat.prompts
@@ -391,6 +400,27 @@ func (s *server) readyConn() (*conn, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.conn, s.downSince
+}
+
+func (s *server) setResuming(on bool) {
+	s.mu.Lock()
+	s.resuming = on
+	s.mu.Unlock()
+}
+
+// usableConn is the ready connection, or, while a forgotten session is being
+// replaced, the new one once it is ready (within ctx and the connect timeout); nil
+// and the time the server went down otherwise.
+func (s *server) usableConn(ctx context.Context) (*conn, time.Time) {
+	s.mu.Lock()
+	c, since, resuming := s.conn, s.downSince, s.resuming
+	s.mu.Unlock()
+	if c == nil && resuming {
+		if c = s.awaitNewConn(ctx, nil); c == nil {
+			_, since = s.readyConn()
+		}
+	}
+	return c, since
 }
 
 // awaitNewConn waits, within ctx and the connect timeout, for a ready connection

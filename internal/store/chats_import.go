@@ -109,6 +109,9 @@ func (db *DB) ImportChats(ctx context.Context, owner int64, chats []ImportedChat
 					}
 				}
 			}
+			if err := linkBranch(ctx, tx, c.ID); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -131,9 +134,9 @@ func (db *DB) OwnerSessions(ctx context.Context, owner int64) ([]Session, error)
 	return ss, nil
 }
 
-// AllMessages returns a session's whole transcript in order, for an export.
+// AllMessages returns the branch on screen of a session, in order, for an export.
 func (db *DB) AllMessages(ctx context.Context, sessionID string) ([]Message, error) {
-	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages WHERE session_id = ? ORDER BY seq`, sessionID)
+	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages WHERE session_id = ? AND active = 1 ORDER BY seq`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("store: all messages: %w", err)
 	}

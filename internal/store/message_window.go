@@ -20,10 +20,10 @@ func (db *DB) MessagesAround(ctx context.Context, sessionID string, seq int64, l
 	// The window starts at the turn holding seq-half and ends before the first turn that
 	// starts after seq+half.
 	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
-		WHERE session_id = ?1
-			AND seq >= coalesce((SELECT max(seq) FROM messages WHERE session_id = ?1 AND role = 'user' AND seq <= ?2 - ?3), 1)
-			AND seq < coalesce((SELECT min(seq) FROM messages WHERE session_id = ?1 AND role = 'user' AND seq > ?2 + ?3), 9223372036854775807)
-			AND EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND seq = ?2)
+		WHERE session_id = ?1 AND active = 1
+			AND seq >= coalesce((SELECT max(seq) FROM messages WHERE session_id = ?1 AND active = 1 AND role = 'user' AND seq <= ?2 - ?3), 1)
+			AND seq < coalesce((SELECT min(seq) FROM messages WHERE session_id = ?1 AND active = 1 AND role = 'user' AND seq > ?2 + ?3), 9223372036854775807)
+			AND EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND active = 1 AND seq = ?2)
 		ORDER BY seq LIMIT ?4`, sessionID, seq, half, MaxMessagePage)
 	if err != nil {
 		return nil, false, false, fmt.Errorf("store: messages around: %w", err)
@@ -35,8 +35,8 @@ func (db *DB) MessagesAround(ctx context.Context, sessionID string, seq int64, l
 		return nil, false, false, nil
 	}
 	err = db.pool.QueryRowContext(ctx, `SELECT
-		EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND seq < ?2),
-		EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND seq > ?3)`,
+		EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND active = 1 AND seq < ?2),
+		EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND active = 1 AND seq > ?3)`,
 		sessionID, msgs[0].Seq, msgs[len(msgs)-1].Seq).Scan(&hasOlder, &hasNewer)
 	if err != nil {
 		return nil, false, false, fmt.Errorf("store: messages around: %w", err)
@@ -54,8 +54,8 @@ func (db *DB) MessagesAfterPage(ctx context.Context, sessionID string, afterSeq 
 	}
 	limit = min(limit, MaxMessagePage)
 	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
-		WHERE session_id = ?1 AND seq > ?2
-			AND seq < coalesce((SELECT min(seq) FROM messages WHERE session_id = ?1 AND role = 'user' AND seq > ?2 + ?3), 9223372036854775807)
+		WHERE session_id = ?1 AND active = 1 AND seq > ?2
+			AND seq < coalesce((SELECT min(seq) FROM messages WHERE session_id = ?1 AND active = 1 AND role = 'user' AND seq > ?2 + ?3), 9223372036854775807)
 		ORDER BY seq LIMIT ?4`, sessionID, afterSeq, limit, MaxMessagePage)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: messages after page: %w", err)
@@ -69,7 +69,7 @@ func (db *DB) MessagesAfterPage(ctx context.Context, sessionID string, afterSeq 
 		last = msgs[len(msgs)-1].Seq
 	}
 	var hasNewer bool
-	if err := db.pool.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = ? AND seq > ?)`,
+	if err := db.pool.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = ? AND active = 1 AND seq > ?)`,
 		sessionID, last).Scan(&hasNewer); err != nil {
 		return nil, false, fmt.Errorf("store: messages after page: %w", err)
 	}

@@ -33,8 +33,9 @@ const (
 	RoleTool      = "tool"
 )
 
-// Message is one row of a session's transcript. Seq numbers start at 1 and have
-// no gaps within a session. ToolCalls is a JSON array (nil when none). A tool
+// Message is one row of a session's transcript. Seq numbers start at 1 and grow
+// along a branch; the branch on screen (active rows) has gaps where other versions
+// are (see branches.go). Every read here but MessageByID returns the branch on screen. ToolCalls is a JSON array (nil when none). A tool
 // result's CallKey is the ToolCallKey of the call it answers: what pairs them.
 // ToolCallID is the provider's id for that call, kept for the wire only
 // (providers reuse ids: "call_1", "0" or "" every time).
@@ -59,11 +60,14 @@ type Message struct {
 	// Attachments of a user's message: AppendMessage binds the uploads named by their
 	// IDs; LoadContextMessages fills them with their data.
 	Attachments []Attachment
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// ParentID is the message before this one in its branch (0: the chat's first);
+	// versions of one point share it (see migration 0033).
+	ParentID  int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
-const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, call_key, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id`
+const messageCols = `id, session_id, seq, role, content, reasoning, tool_calls, tool_call_id, call_key, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id, parent_id`
 
 // ToolCallKey is the id Atrium gives call index (0-based) of the assistant message
 // with id messageID: unique in the database, unlike the provider's call ids, and made
@@ -100,12 +104,16 @@ func (s *stmts) prepare(ctx context.Context, r, w *sql.DB) error {
 	}
 	prep := func(q string) *sql.Stmt { return prepOn(r, q) }
 	s.touchSession = prepOn(w, `UPDATE sessions SET updated_at = ? WHERE id = ?`)
-	s.insertMsg = prepOn(w, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id, call_key)
-		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?14, ?11, ?11, ?15, ?16
+	// A new message goes at the end of the branch on screen: its parent is the last
+	// active message. A user message records the task its turn starts from.
+	s.insertMsg = prepOn(w, `INSERT INTO messages (session_id, seq, role, content, reasoning, tool_calls, tool_call_id, status, error, model, tokens, duration_ms, memories, saved_memories, created_at, updated_at, run_id, call_key, parent_id, task_state)
+		SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?13, ?14, ?11, ?11, ?15, ?16,
+			COALESCE((SELECT id FROM messages WHERE session_id = ?1 AND active = 1 ORDER BY seq DESC LIMIT 1), 0),
+			CASE WHEN ?2 = 'user' THEN (SELECT state FROM sessions WHERE id = ?1) END
 		FROM messages WHERE session_id = ?1
-		RETURNING id, seq`)
+		RETURNING id, seq, parent_id`)
 	s.msgsBefore = prep(`SELECT ` + messageCols + ` FROM messages
-		WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?`)
+		WHERE session_id = ? AND active = 1 AND seq < ? ORDER BY seq DESC LIMIT ?`)
 	s.loadContext = prep(loadContextQuery)
 	return err
 }
@@ -124,7 +132,7 @@ func scanMessage(row scanner) (Message, error) {
 	var toolCalls sql.NullString
 	var memories, saved string
 	err := row.Scan(&m.ID, &m.SessionID, &m.Seq, &m.Role, &m.Content, &m.Reasoning, &toolCalls,
-		&m.ToolCallID, &m.CallKey, &m.Status, &m.Error, &m.Model, &m.Tokens, &durMS, &memories, &saved, &created, &updated, &m.RunID)
+		&m.ToolCallID, &m.CallKey, &m.Status, &m.Error, &m.Model, &m.Tokens, &durMS, &memories, &saved, &created, &updated, &m.RunID, &m.ParentID)
 	if memories != "" {
 		m.Memories = strings.Split(memories, ",")
 	}
@@ -190,27 +198,11 @@ func (db *DB) appendMessages(ctx context.Context, msgs []*Message) error {
 	now := ms(db.now())
 	ids := make([]int64, len(msgs))
 	seqs := make([]int64, len(msgs))
+	parents := make([]int64, len(msgs))
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		touch := tx.StmtContext(ctx, db.stmts.touchSession)
-		insert := tx.StmtContext(ctx, db.stmts.insertMsg)
-		touched := map[string]bool{}
 		for i, m := range msgs {
-			if !touched[m.SessionID] {
-				res, err := touch.ExecContext(ctx, now, m.SessionID)
-				if err != nil {
-					return err
-				}
-				if err := mustAffect(res, sessionNotFound); err != nil {
-					return err
-				}
-				touched[m.SessionID] = true
-			}
-			err := insert.QueryRowContext(ctx, m.SessionID, m.Role, m.Content, m.Reasoning, nullText(m.ToolCalls),
-				m.ToolCallID, m.Status, m.Error, m.Model, m.Tokens, now, m.Duration.Milliseconds(), strings.Join(m.Memories, ","), strings.Join(m.Saved, ","), m.RunID, m.CallKey).Scan(&ids[i], &seqs[i])
-			if isCheck(err) {
-				return errs.Wrap(errs.Invalid, err, "invalid message (tool calls must be JSON)")
-			}
-			if err != nil {
+			var err error
+			if ids[i], seqs[i], parents[i], err = db.insertInTx(ctx, tx, m, now); err != nil {
 				return err
 			}
 			if len(m.Attachments) > 0 {
@@ -227,7 +219,7 @@ func (db *DB) appendMessages(ctx context.Context, msgs []*Message) error {
 		return err
 	}
 	for i, m := range msgs {
-		m.ID, m.Seq = ids[i], seqs[i]
+		m.ID, m.Seq, m.ParentID = ids[i], seqs[i], parents[i]
 		m.CreatedAt, m.UpdatedAt = fromMS(now), fromMS(now)
 	}
 	return nil
@@ -375,12 +367,12 @@ func (db *DB) turnsBefore(ctx context.Context, sessionID string, beforeSeq int64
 // that holds seq at, whole, up to beforeSeq.
 func (db *DB) wholeTurnBefore(ctx context.Context, sessionID string, at, beforeSeq int64) ([]Message, bool, error) {
 	var start sql.NullInt64
-	if err := db.pool.QueryRowContext(ctx, `SELECT MAX(seq) FROM messages WHERE session_id = ? AND seq <= ? AND role = 'user'`,
+	if err := db.pool.QueryRowContext(ctx, `SELECT MAX(seq) FROM messages WHERE session_id = ? AND active = 1 AND seq <= ? AND role = 'user'`,
 		sessionID, at).Scan(&start); err != nil {
 		return nil, false, err
 	}
 	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
-		WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq`, sessionID, start.Int64, beforeSeq)
+		WHERE session_id = ? AND active = 1 AND seq >= ? AND seq < ? ORDER BY seq`, sessionID, start.Int64, beforeSeq)
 	if err != nil {
 		return nil, false, err
 	}
@@ -389,7 +381,7 @@ func (db *DB) wholeTurnBefore(ctx context.Context, sessionID string, at, beforeS
 		return msgs, false, err // no user message before: the page reaches the start of the chat
 	}
 	var older bool
-	err = db.pool.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = ? AND seq < ?)`,
+	err = db.pool.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = ? AND active = 1 AND seq < ?)`,
 		sessionID, start.Int64).Scan(&older)
 	return msgs, older, err
 }
@@ -397,7 +389,7 @@ func (db *DB) wholeTurnBefore(ctx context.Context, sessionID string, at, beforeS
 // MessagesAfter returns every message with seq > afterSeq, ascending.
 func (db *DB) MessagesAfter(ctx context.Context, sessionID string, afterSeq int64) ([]Message, error) {
 	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
-		WHERE session_id = ? AND seq > ? ORDER BY seq`, sessionID, afterSeq)
+		WHERE session_id = ? AND active = 1 AND seq > ? ORDER BY seq`, sessionID, afterSeq)
 	if err != nil {
 		return nil, fmt.Errorf("store: messages after: %w", err)
 	}
@@ -408,7 +400,8 @@ func (db *DB) MessagesAfter(ctx context.Context, sessionID string, afterSeq int6
 	return msgs, nil
 }
 
-// MessageByID returns one message of the session, or errs.NotFound.
+// MessageByID returns one message of the session, on the branch on screen or not, or
+// errs.NotFound.
 func (db *DB) MessageByID(ctx context.Context, sessionID string, id int64) (Message, error) {
 	m, err := scanMessage(db.pool.QueryRowContext(ctx, `SELECT `+messageCols+` FROM messages WHERE id = ? AND session_id = ?`, id, sessionID))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -436,7 +429,7 @@ func (db *DB) SessionSavedMemory(ctx context.Context, sessionID, id string) (boo
 // folding old turns into the summary in bounded batches).
 func (db *DB) MessagesFrom(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Message, error) {
 	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
-		WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit)
+		WHERE session_id = ? AND active = 1 AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: messages from: %w", err)
 	}
@@ -452,7 +445,7 @@ func (db *DB) MessagesFrom(ctx context.Context, sessionID string, afterSeq int64
 const DefaultContextMessages = 400
 
 const loadContextQuery = `SELECT id, seq, role, content, tool_calls, tool_call_id, call_key, status, tokens, created_at, updated_at
-	FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq DESC LIMIT ?`
+	FROM messages WHERE session_id = ? AND active = 1 AND seq > ? ORDER BY seq DESC LIMIT ?`
 
 // LoadContextMessages returns the newest max messages of the session with seq >
 // afterSeq (the summary's watermark), ascending: what the context engine

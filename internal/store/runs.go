@@ -320,13 +320,19 @@ type SpanRef struct {
 // so its cost does not grow with the owner's other chats (migration 0015). Replays
 // (0027) are not turns of the chat: they are skipped, the walk goes on to the turn.
 const latestSpanQuery = `SELECT s.id, s.run_id, s.seq, s.data FROM spans s
-	WHERE s.run_id = (SELECT id FROM runs WHERE owner_id = ? AND session_id = ? AND replay_span = 0
-		ORDER BY started_at DESC LIMIT 1)
-	AND s.kind = ? ORDER BY s.seq DESC LIMIT 1`
+	WHERE s.run_id = coalesce(
+		(SELECT r.id FROM runs r WHERE r.owner_id = ?1 AND r.session_id = ?2 AND r.id = (SELECT run_id FROM
+			(SELECT run_id, seq FROM messages WHERE session_id = ?2 AND active = 1 ORDER BY seq DESC LIMIT 20)
+			WHERE run_id <> '' ORDER BY seq DESC LIMIT 1)),
+		(SELECT id FROM runs WHERE owner_id = ?1 AND session_id = ?2 AND replay_span = 0
+			ORDER BY started_at DESC LIMIT 1))
+	AND s.kind = ?3 ORDER BY s.seq DESC LIMIT 1`
 
-// LatestSpanData returns the newest span of kind in ownerID's newest turn's run of
-// sessionID (Data nil when there is none). One indexed query; it never loads a
-// run's other spans.
+// LatestSpanData returns the newest span of kind in the run that wrote the last reply
+// on the branch on screen of ownerID's sessionID (looked for among its last 20
+// messages, so that the cost does not grow with the chat), or, when none names a run
+// (from before migration 0026), in its newest turn's run (Data nil when there is
+// none). A few indexed reads; it never loads a run's other spans.
 func (db *DB) LatestSpanData(ctx context.Context, ownerID int64, sessionID, kind string) (SpanRef, error) {
 	ref := SpanRef{OwnerID: ownerID}
 	var data sql.NullString

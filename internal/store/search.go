@@ -23,7 +23,8 @@ const MaxSearchHits = 50
 
 // SearchChats finds owner's chats whose title or user/assistant message text holds
 // every word of query (case-insensitive substrings), newest message first. Temporary
-// chats are not searched. Words of three characters or more go through the trigram
+// chats are not searched, nor versions that are not on a chat's branch on screen (a
+// hit must open where the chat shows it). Words of three characters or more go through the trigram
 // index; shorter ones (a trigram index cannot hold them) are matched with LIKE, over
 // the index's hits when there are longer words, else over the owner's messages.
 func (db *DB) SearchChats(ctx context.Context, owner int64, query string, limit int) ([]SearchHit, error) {
@@ -52,12 +53,12 @@ func (db *DB) SearchChats(ctx context.Context, owner int64, query string, limit 
 	if len(long) > 0 {
 		q = `SELECT s.id, s.title, m.id, m.seq, m.role, m.content
 			FROM message_fts f CROSS JOIN messages m ON m.id = f.rowid CROSS JOIN sessions s ON s.id = m.session_id
-			WHERE message_fts MATCH ? AND s.owner_id = ?`
+			WHERE message_fts MATCH ? AND s.owner_id = ? AND m.active = 1`
 		args = append([]any{strings.Join(long, " AND "), owner}, args...)
 	} else {
 		q = `SELECT s.id, s.title, m.id, m.seq, m.role, m.content
 			FROM messages m CROSS JOIN sessions s ON s.id = m.session_id
-			WHERE s.owner_id = ? AND s.temporary = 0 AND m.role IN ('user', 'assistant')`
+			WHERE s.owner_id = ? AND s.temporary = 0 AND m.role IN ('user', 'assistant') AND m.active = 1`
 		args = append([]any{owner}, args...)
 	}
 	for _, c := range cond {

@@ -187,19 +187,65 @@ func (db *DB) SetSessionModel(ctx context.Context, id string, owner int64, model
 	return db.updateSession(ctx, "set session model", "model = ?", id, owner, model)
 }
 
-// SetSessionState replaces the working-memory JSON and bumps UpdatedAt. Missing or
-// foreign is errs.NotFound; invalid JSON errs.Invalid.
+// SetSessionState replaces the working-memory JSON and bumps UpdatedAt, and records it
+// on the newest message on screen, so that the branch keeps its task when the user
+// flips away and back (see pickTask). Missing or foreign is errs.NotFound; invalid JSON
+// errs.Invalid.
 func (db *DB) SetSessionState(ctx context.Context, id string, owner int64, state []byte) error {
 	if len(state) == 0 {
 		state = []byte("{}")
 	}
-	return db.updateSession(ctx, "set session state", "state = ?", id, owner, string(state))
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET state = ?, updated_at = ? WHERE id = ? AND owner_id = ?`,
+			string(state), ms(db.now()), id, owner)
+		if isCheck(err) {
+			return errs.Wrap(errs.Invalid, err, "session state must be JSON")
+		}
+		if err == nil {
+			err = mustAffect(res, sessionNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE messages SET task_state = ?1 WHERE id =
+			(SELECT id FROM messages WHERE session_id = ?2 AND active = 1 ORDER BY seq DESC LIMIT 1)`, string(state), id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: set session state: %w", err)
+	}
+	return nil
 }
 
-// SetSessionSummary stores the rolling summary covering messages up to and
-// including seq, and bumps UpdatedAt. Missing or foreign is errs.NotFound.
+// SetSessionSummary stores the rolling summary covering the branch on screen up to
+// and including message seq, and bumps UpdatedAt. Missing or foreign is errs.NotFound.
 func (db *DB) SetSessionSummary(ctx context.Context, id string, owner int64, summary string, seq int64) error {
-	return db.updateSession(ctx, "set session summary", "summary = ?, summary_seq = ?", id, owner, summary, seq)
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET summary = ?, summary_seq = ?, updated_at = ? WHERE id = ? AND owner_id = ?`,
+			summary, seq, ms(db.now()), id, owner)
+		if err == nil {
+			err = mustAffect(res, sessionNotFound)
+		}
+		if err == nil {
+			err = keepSummary(ctx, tx, id, summary, seq)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: set session summary: %w", err)
+	}
+	return nil
+}
+
+// keepSummary records a summary under its watermark, for when the branch moves back to
+// it (see pickSummary). A summary of no message (seq 0) is none.
+func keepSummary(ctx context.Context, tx *sql.Tx, sessionID, summary string, seq int64) error {
+	if seq <= 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO chat_summaries (session_id, seq, summary) VALUES (?, ?, ?)
+		ON CONFLICT (session_id, seq) DO UPDATE SET summary = excluded.summary`, sessionID, seq, summary)
+	return err
 }
 
 // DeleteSession physically deletes the session and, by cascade, its messages,
@@ -217,18 +263,34 @@ func (db *DB) DeleteSession(ctx context.Context, id string, owner int64) error {
 	return db.Checkpoint(ctx)
 }
 
-// AdvanceSessionSummary sets the rolling summary and its watermark only if seq is past
-// the current watermark, so that summaries folded concurrently or late never move it
-// back. It reports whether it changed the session; it does not reorder the sidebar.
+// AdvanceSessionSummary records summary as the rolling summary of the branch up to and
+// including message seq (the watermark), and makes it the session's summary only if seq
+// is past the current watermark and still on the branch on screen, so that summaries
+// folded concurrently or late never move it back, and a summary of a branch the user
+// left never reaches the context. It reports whether it changed the session; it does
+// not reorder the sidebar. Another owner's session changes nothing.
 func (db *DB) AdvanceSessionSummary(ctx context.Context, id string, owner int64, summary string, seq int64) (bool, error) {
-	res, err := db.exec(ctx, `UPDATE sessions SET summary = ?, summary_seq = ?
-		WHERE id = ? AND owner_id = ? AND summary_seq < ?`, summary, seq, id, owner, seq)
+	var changed bool
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE id = ? AND owner_id = ?`, id, owner).Scan(&n); err != nil || n == 0 {
+			return err
+		}
+		if err := keepSummary(ctx, tx, id, summary, seq); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET summary = ?, summary_seq = ?
+			WHERE id = ? AND summary_seq < ?
+				AND EXISTS (SELECT 1 FROM messages WHERE session_id = ? AND seq = ? AND active = 1)`, summary, seq, id, seq, id, seq)
+		if err != nil {
+			return err
+		}
+		rows, err := res.RowsAffected()
+		changed = rows == 1
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("store: advance session summary: %w", err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("store: advance session summary: %w", err)
-	}
-	return n == 1, nil
+	return changed, nil
 }
