@@ -324,6 +324,11 @@ func TestAgentEverything(t *testing.T) {
 // failure gets the unavailable result (between turns the tools may instead be
 // not offered), no reply ever fails, and a following turn calls echo
 // successfully within 3s of the kill; each kill logs how long that took.
+// atriumRestartBudget is what Atrium may add to Node's own start when a killed stdio
+// server is restarted: noticing the exit, the wait before restarting (none for the
+// first losses), registering the tools and one chat turn.
+const atriumRestartBudget = time.Second
+
 func TestAgentStdioKill(t *testing.T) {
 	t.Parallel()
 	node := needNode(t)
@@ -446,13 +451,28 @@ func TestAgentStdioKill(t *testing.T) {
 			}
 		}
 		c.rec.mu.Unlock()
-		t.Logf("after the kill: tools hidden at +%s, offered again at +%s, first successful echo turn at +%s; turns: %v",
-			hidden.Round(time.Millisecond), back.Round(time.Millisecond), usable.Round(time.Millisecond), outcomes)
+		// Where the restart's time went: the new connection's process start,
+		// initialize and listing are Node's (they grow with the machine's load); the
+		// rest (noticing the exit, any wait before restarting, registering the tools,
+		// the chat turn) is Atrium's.
+		start, initialize, list := c.sup.ConnectTimings("everything")
+		node := start + initialize + list
+		t.Logf("after the kill: tools hidden at +%s, offered again at +%s, first successful echo turn at +%s "+
+			"(restart: process start %s, initialize %s, list %s; the rest %s); turns: %v",
+			hidden.Round(time.Millisecond), back.Round(time.Millisecond), usable.Round(time.Millisecond),
+			start.Round(time.Millisecond), initialize.Round(time.Millisecond), list.Round(time.Millisecond),
+			(usable - node).Round(time.Millisecond), outcomes)
 		if hidden == 0 || back == 0 {
 			t.Errorf("the supervisor did not go degraded then ready after the kill; states %v", c.rec.states("everything"))
 		}
-		if usable > recoverBound {
-			t.Errorf("kill to a successful echo turn took %s, want ≤ %s", usable, recoverBound.Round(time.Millisecond))
+		// The figure is ≤ 3 s on this machine; on a loaded one Node's own start
+		// is slower, so the bound grows by what this restart's Node part took beyond
+		// what the first start suggests, but Atrium's part has a fixed budget.
+		if bound := max(recoverBound, node+atriumRestartBudget); usable > bound {
+			t.Errorf("kill to a successful echo turn took %s, want ≤ %s", usable, bound.Round(time.Millisecond))
+		}
+		if usable-node > atriumRestartBudget {
+			t.Errorf("Atrium's part of the restart took %s (of %s), want ≤ %s", (usable - node).Round(time.Millisecond), usable.Round(time.Millisecond), atriumRestartBudget)
 		}
 		if pid := c.sup.ChildPID("everything"); pid == 0 || pid == oldPID {
 			t.Errorf("child pid %d after recovery (killed %d)", pid, oldPID)

@@ -190,6 +190,15 @@ func (s *server) executor(mcpName string) func(context.Context, tools.Call) (str
 			if ctx.Err() != nil {
 				return "", ctx.Err() // the registry reports the timeout or cancellation
 			}
+			var isc *insufficientScope
+			if errors.As(err, &isc) {
+				scope := strings.Join(isc.scopes, " ")
+				if s.needScope(ctx, isc.scopes) {
+					c.signalLost(err) // the card asks an admin to re-authorise
+					return "", &tools.Error{Detail: s.cfg.Name + ": the server needs more access for this call (scope: " + scope + "); an admin must re-authorise the server in Settings → MCP, then try again"}
+				}
+				return "", &tools.Error{Detail: s.cfg.Name + ": the server refused the call for lack of scope (" + scope + ") that Atrium cannot grant it"}
+			}
 			if isTransportError(err) {
 				c.signalLost(err)
 				return "", s.unavailable(s.sup.Now())

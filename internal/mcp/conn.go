@@ -38,6 +38,7 @@ type conn struct {
 	relist chan struct{}           // cap 1: the server said a list changed
 	check  chan struct{}           // cap 1: the event stream ended; see whether the server still answers
 	oauth  *transport.OAuthHandler // remote servers connected with an OAuth grant; else nil
+	sse    *sseRequests            // legacy SSE: answers the server's requests
 
 	// stdio only
 	cmd        *exec.Cmd
@@ -122,6 +123,7 @@ type catalog struct {
 func (s *server) connect() (*conn, catalog, error) {
 	cctx, cancel := context.WithCancel(s.ctx)
 	c := &conn{cancel: cancel, lost: make(chan error, 1), relist: make(chan struct{}, 1), check: make(chan struct{}, 1)}
+	t0 := time.Now()
 	var err error
 	switch s.cfg.Transport {
 	case TransportStdio:
@@ -148,24 +150,29 @@ func (s *server) connect() (*conn, catalog, error) {
 
 	ictx, icancel := context.WithTimeout(cctx, s.sup.ConnectTimeout)
 	defer icancel()
+	t1 := time.Now()
 	req := mcp.InitializeRequest{}
 	req.Params.ClientInfo = mcp.Implementation{Name: "atrium", Version: "1"}
 	if _, err := c.client.Initialize(ictx, req); err != nil {
-		if isAuthRequired(err) {
+		if isAuthRequired(err) || isInsufficientScope(err) {
 			c.close()
 			return nil, catalog{}, fmt.Errorf("initialize: %w", err) // the caller asks for authorisation
 		}
 		return nil, catalog{}, s.startFailed(c, ictx, "initialize", err)
 	}
+	t2 := time.Now()
 	cat, err := s.list(ictx, c)
 	if err != nil {
-		if isAuthRequired(err) {
-			// Some servers let initialize through and want a token for the rest.
+		if isAuthRequired(err) || isInsufficientScope(err) {
+			// Some servers let initialize through and want a token (or more scope) for the rest.
 			c.close()
 			return nil, catalog{}, fmt.Errorf("list tools: %w", err)
 		}
 		return nil, catalog{}, s.startFailed(c, ictx, "list tools", err)
 	}
+	tm := &connectTimings{Start: t1.Sub(t0), Initialize: t2.Sub(t1), List: time.Since(t2)}
+	s.timings.Store(tm)
+	s.log.Debug("mcp: connected", "start", tm.Start, "initialize", tm.Initialize, "list", tm.List)
 	return c, cat, nil
 }
 
@@ -201,40 +208,58 @@ func (s *server) startFailed(c *conn, ctx context.Context, step string, err erro
 func (s *server) list(ctx context.Context, c *conn) (catalog, error) {
 	var cat catalog
 	caps := c.client.GetServerCapabilities()
+	// The three lists are asked for at once: a restart waits for the slowest, not the sum.
+	var wg sync.WaitGroup
+	var terr, rerr, perr error
 	if caps.Tools != nil {
-		res, err := c.client.ListTools(ctx, mcp.ListToolsRequest{})
-		if err != nil {
-			if isTransportError(err) || ctx.Err() != nil {
-				return catalog{}, err
+		wg.Go(func() {
+			res, err := c.client.ListTools(ctx, mcp.ListToolsRequest{})
+			if err != nil {
+				if isTransportError(err) || ctx.Err() != nil {
+					terr = err
+					return
+				}
+				s.log.Warn("mcp: listing tools failed", "err", s.redact(err.Error()))
+				return
 			}
-			s.log.Warn("mcp: listing tools failed", "err", s.redact(err.Error()))
-		} else {
 			cat.tools = res.Tools
 			s.rawSchemas(ctx, c, cat.tools)
-		}
+		})
 	}
 	if caps.Resources != nil {
-		res, err := c.client.ListResources(ctx, mcp.ListResourcesRequest{})
-		if err != nil {
-			if isTransportError(err) || ctx.Err() != nil {
-				return catalog{}, err
+		wg.Go(func() {
+			res, err := c.client.ListResources(ctx, mcp.ListResourcesRequest{})
+			if err != nil {
+				if isTransportError(err) || ctx.Err() != nil {
+					rerr = err
+					return
+				}
+				s.log.Warn("mcp: listing resources failed", "err", s.redact(err.Error()))
+				return
 			}
-			s.log.Warn("mcp: listing resources failed", "err", s.redact(err.Error()))
-		} else {
 			cat.resources = len(res.Resources)
-		}
+		})
 	}
 	if caps.Prompts != nil {
-		res, err := c.client.ListPrompts(ctx, mcp.ListPromptsRequest{})
-		if err != nil {
-			if isTransportError(err) || ctx.Err() != nil {
-				return catalog{}, err
+		wg.Go(func() {
+			res, err := c.client.ListPrompts(ctx, mcp.ListPromptsRequest{})
+			if err != nil {
+				if isTransportError(err) || ctx.Err() != nil {
+					perr = err
+					return
+				}
+				s.log.Warn("mcp: listing prompts failed", "err", s.redact(err.Error()))
+				return
 			}
-			s.log.Warn("mcp: listing prompts failed", "err", s.redact(err.Error()))
-		} else {
 			for _, p := range res.Prompts {
 				cat.prompts = append(cat.prompts, convertPrompt(s.cfg.Name, p))
 			}
+		})
+	}
+	wg.Wait()
+	for _, err := range []error{terr, rerr, perr} {
+		if err != nil {
+			return catalog{}, err
 		}
 	}
 	return cat, nil
@@ -333,7 +358,7 @@ func (s *server) startStdio(ctx context.Context, c *conn) error {
 		}
 		return fmt.Errorf("start %q: %w", s.cfg.Command, err)
 	}
-	s.answerRequests(ctx, cl)
+	s.answerRequests(ctx, cl, c.sse)
 	c.client = cl
 	c.cmd = cmd
 	c.pgid = cmd.Process.Pid
@@ -411,6 +436,8 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 	var tr transport.Interface
 	var err error
 	if s.cfg.Transport == TransportSSE {
+		c.sse = &sseRequests{next: scopeGate{hc.Transport}, ctx: ctx, log: s.log}
+		hc.Transport = c.sse
 		opts := []transport.ClientOption{
 			transport.WithHTTPClient(hc),
 			transport.WithHeaders(headers),
@@ -428,7 +455,7 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 			tr = sse
 		}
 	} else {
-		hc.Transport = &httpGate{next: hc.Transport, log: s.log, onStreamEnd: c.signalCheck}
+		hc.Transport = &httpGate{next: scopeGate{hc.Transport}, log: s.log, onStreamEnd: c.signalCheck}
 		opts := []transport.StreamableHTTPCOption{
 			transport.WithHTTPBasicClient(hc),
 			transport.WithHTTPHeaders(headers),
@@ -457,7 +484,7 @@ func (s *server) startHTTP(ctx context.Context, c *conn) error {
 	if err := cl.Start(ctx); err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	s.answerRequests(ctx, cl)
+	s.answerRequests(ctx, cl, c.sse)
 	return nil
 }
 

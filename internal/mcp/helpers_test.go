@@ -71,14 +71,27 @@ func everythingStdio(node, name string) mcp.ServerConfig {
 // startEverythingHTTP runs server-everything's streamable HTTP server on a
 // free port and returns its /mcp URL; the server is killed when the test ends.
 func startEverythingHTTP(tb testing.TB, node string) string {
+	return startEverything(tb, node, "streamableHttp")
+}
+
+// startEverythingSSE is startEverythingHTTP for the legacy SSE transport (its /sse URL).
+func startEverythingSSE(tb testing.TB, node string) string {
+	return startEverything(tb, node, "sse")
+}
+
+func startEverything(tb testing.TB, node, transport string) string {
 	tb.Helper()
 	port := freePort(tb)
-	cmd := execEverything(tb, node, "streamableHttp", port)
+	cmd := execEverything(tb, node, transport, port)
 	tb.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
-	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	path := "/mcp"
+	if transport == "sse" {
+		path = "/sse"
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d%s", port, path)
 }
 
 // execEverything starts server-everything's HTTP server for transport
@@ -149,6 +162,7 @@ type harness struct {
 	sup *mcp.Supervisor
 	reg *tools.Registry
 	rec *recorder
+	cfg mcp.ServerConfig // what everythingEach applied
 }
 
 func newHarness(tb testing.TB) *harness {

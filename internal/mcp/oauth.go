@@ -60,6 +60,9 @@ type oauthGrant struct {
 	Token                 *transport.Token `json:"token,omitempty"`
 	// Failed is why the last refresh failed; the admin must authorise again.
 	Failed string `json:"failed,omitempty"`
+	// Required are scopes the server asked for with a 403 insufficient_scope that the
+	// grant lacks (step-up, stepup.go); the next Connect asks for them too.
+	Required []string `json:"required_scopes,omitempty"`
 }
 
 // OAuthAD binds a server's sealed grant to its row.

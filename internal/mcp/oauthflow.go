@@ -386,6 +386,10 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 	if len(g.Scopes) == 0 {
 		g.Scopes = pr.ScopesSupported
 	}
+	if len(old.Required) > 0 {
+		// Step-up (stepup.go): what was granted, and what the server now requires.
+		g.Scopes = union(union(old.grantedScopes(), g.Scopes), old.Required)
+	}
 	switch {
 	case cfg.OAuthClientID != "":
 		g.ClientID, g.ClientSecret = cfg.OAuthClientID, cfg.OAuthClientSecret
@@ -429,12 +433,12 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 	}
 	// Keep the registration (and any earlier token, until the new one arrives).
 	if err := s.OAuth.update(ctx, cfg.ID, func(stored *oauthGrant) error {
-		token, failed := stored.Token, stored.Failed
+		token, failed, required := stored.Token, stored.Failed, stored.Required
 		if stored.URL != cfg.URL {
-			token, failed = nil, ""
+			token, failed, required = nil, "", nil
 		}
 		*stored = g
-		stored.Token, stored.Failed = token, failed
+		stored.Token, stored.Failed, stored.Required = token, failed, required
 		return nil
 	}); err != nil {
 		return nil, "", err
@@ -456,6 +460,13 @@ func (s *Supervisor) FinishOAuth(ctx context.Context, f *OAuthFlow, code string)
 		// mcp-go quotes the token endpoint's answer, which might echo what was sent.
 		msg := redact(oauthErrorText(err), []string{f.verifier, code, f.handler.GetClientSecret()})
 		return errs.E(errs.Invalid, "Server %q: exchanging the code for a token failed: %s", f.Server, msg)
+	}
+	// The new grant holds what a step-up asked for (or the server will say so again).
+	if err := s.OAuth.update(ctx, f.ServerID, func(g *oauthGrant) error {
+		g.Required = nil
+		return nil
+	}); err != nil {
+		return err
 	}
 	s.log.Info("mcp: oauth authorised", "mcp_server", f.Server)
 	s.Reconnect(f.Server)

@@ -203,9 +203,14 @@ func (s *server) clientOptions() []client.ClientOption {
 // answerRequests puts a front on mcp-go's handling of the server's requests, once
 // cl has started: a method Atrium does not offer is answered -32601 (mcp-go answers
 // -32603 and logs an ERROR), and a refusal gets its own code, logged at INFO.
-func (s *server) answerRequests(ctx context.Context, cl *client.Client) {
-	bi, ok := cl.GetTransport().(transport.BidirectionalInterface)
-	if !ok {
+// Over legacy SSE, which mcp-go's client does not answer requests on, sse does it.
+func (s *server) answerRequests(ctx context.Context, cl *client.Client, sse *sseRequests) {
+	var set func(transport.RequestHandler)
+	if bi, ok := cl.GetTransport().(transport.BidirectionalInterface); ok {
+		set = bi.SetRequestHandler
+	} else if sse != nil {
+		set = sse.setHandler
+	} else {
 		return
 	}
 	// mcp-go's dispatcher to the handlers, caught from a second client on a stand-in
@@ -220,7 +225,7 @@ func (s *server) answerRequests(ctx context.Context, cl *client.Client) {
 		offered[string(mcp.MethodElicitationCreate)] = true
 		offered[string(mcp.MethodSamplingCreateMessage)] = true
 	}
-	bi.SetRequestHandler(func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	set(func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 		if !offered[req.Method] {
 			s.log.Info("mcp: server request refused: method not offered", "method", capString(req.Method, 100))
 			return transport.NewJSONRPCErrorResponse(req.ID, mcp.METHOD_NOT_FOUND, "Method not found: Atrium does not offer "+capString(req.Method, 100), nil), nil

@@ -53,22 +53,26 @@ func (h *harness) callWith(tb testing.TB, hooks tools.Hooks, name string, args a
 	return h.reg.Dispatch(ctx, "session-1", 7, llm.ToolCall{ID: "c1", Name: name, Arguments: string(b)})
 }
 
-// everythingBoth runs f against server-everything over stdio and over streamable HTTP.
-func everythingBoth(t *testing.T, tweak func(*mcp.ServerConfig), f func(t *testing.T, h *harness, asker *askerFunc)) {
+// everythingEach runs f against server-everything over stdio, streamable HTTP and SSE.
+func everythingEach(t *testing.T, tweak func(*mcp.ServerConfig), f func(t *testing.T, h *harness, asker *askerFunc)) {
 	node := needNode(t)
-	for _, tr := range []string{"stdio", "http"} {
+	for _, tr := range []string{"stdio", "http", "sse"} {
 		t.Run(tr, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
 			asker := &askerFunc{answer: func(mcp.Question) mcp.Answer { return mcp.Answer{Action: mcp.ActionDecline} }}
 			h.sup.Asker = asker
 			cfg := everythingStdio(node, "everything")
-			if tr == "http" {
+			switch tr {
+			case "http":
 				cfg = mcp.ServerConfig{Name: "everything", Transport: mcp.TransportHTTP, URL: startEverythingHTTP(t, node), Enabled: true}
+			case "sse":
+				cfg = mcp.ServerConfig{Name: "everything", Transport: mcp.TransportSSE, URL: startEverythingSSE(t, node), Enabled: true}
 			}
 			if tweak != nil {
 				tweak(&cfg)
 			}
+			h.cfg = cfg
 			h.sup.Apply(context.Background(), []mcp.ServerConfig{cfg})
 			h.waitState(t, "everything", 30*time.Second, mcp.StateReady)
 			f(t, h, asker)
@@ -77,7 +81,7 @@ func everythingBoth(t *testing.T, tweak func(*mcp.ServerConfig), f func(t *testi
 }
 
 func TestElicitationFormReachesServer(t *testing.T) {
-	everythingBoth(t, nil, func(t *testing.T, h *harness, asker *askerFunc) {
+	everythingEach(t, nil, func(t *testing.T, h *harness, asker *askerFunc) {
 		asker.answer = func(q mcp.Question) mcp.Answer {
 			content, problems := q.Form.Answer(map[string][]string{"name": {"Ada Lovelace"}, "check": {"on"}, "integer": {"7"}})
 			if problems != nil {
@@ -113,7 +117,7 @@ func TestElicitationFormReachesServer(t *testing.T) {
 }
 
 func TestSamplingWithConsent(t *testing.T) {
-	everythingBoth(t, nil, func(t *testing.T, h *harness, asker *askerFunc) {
+	everythingEach(t, nil, func(t *testing.T, h *harness, asker *askerFunc) {
 		var got []llm.Request
 		var mu sync.Mutex
 		hooks := tools.Hooks{Sample: func(ctx context.Context, _ string, req llm.Request) (llm.Response, error) {
@@ -158,7 +162,7 @@ func TestSamplingWithConsent(t *testing.T) {
 }
 
 func TestSamplingAlwaysSkipsTheQuestion(t *testing.T) {
-	everythingBoth(t, func(c *mcp.ServerConfig) { c.SamplingAlways = true }, func(t *testing.T, h *harness, asker *askerFunc) {
+	everythingEach(t, func(c *mcp.ServerConfig) { c.SamplingAlways = true }, func(t *testing.T, h *harness, asker *askerFunc) {
 		hooks := tools.Hooks{Sample: func(ctx context.Context, _ string, req llm.Request) (llm.Response, error) {
 			return llm.Response{Content: "auto"}, nil
 		}}
@@ -170,31 +174,30 @@ func TestSamplingAlwaysSkipsTheQuestion(t *testing.T) {
 }
 
 func TestRootsListAndChange(t *testing.T) {
-	node := needNode(t)
-	h := newHarness(t)
-	cfg := everythingStdio(node, "everything")
-	cfg.Roots = []string{"file:///srv/one"}
-	h.sup.Apply(context.Background(), []mcp.ServerConfig{cfg})
-	h.waitState(t, "everything", 30*time.Second, mcp.StateReady)
-	res := h.call(t, "everything__get-roots-list", map[string]any{})
-	if !strings.Contains(res.Content, "URI: file:///srv/one") || !strings.Contains(res.Content, "(1 total)") {
-		t.Fatalf("roots: %q", res.Content)
-	}
-	pid := h.sup.ChildPID("everything")
-
-	cfg.Roots = []string{"file:///srv/one", "file:///srv/two"}
-	h.sup.Apply(context.Background(), []mcp.ServerConfig{cfg})
-	testkit.Eventually(t, 10*time.Second, "the server to ask for the new roots", func() bool {
-		res = h.call(t, "everything__get-roots-list", map[string]any{})
-		return strings.Contains(res.Content, "URI: file:///srv/two")
+	everythingEach(t, func(c *mcp.ServerConfig) { c.Roots = []string{"file:///srv/one"} }, func(t *testing.T, h *harness, _ *askerFunc) {
+		res := h.call(t, "everything__get-roots-list", map[string]any{})
+		if !strings.Contains(res.Content, "URI: file:///srv/one") || !strings.Contains(res.Content, "(1 total)") {
+			t.Fatalf("roots: %q", res.Content)
+		}
+		pid := h.sup.ChildPID("everything") // 0 for a remote server
+		cfg := h.cfg
+		cfg.Roots = []string{"file:///srv/one", "file:///srv/two"}
+		h.sup.Apply(context.Background(), []mcp.ServerConfig{cfg})
+		testkit.Eventually(t, 10*time.Second, "the server to ask for the new roots", func() bool {
+			res = h.call(t, "everything__get-roots-list", map[string]any{})
+			return strings.Contains(res.Content, "URI: file:///srv/two")
+		})
+		if got := h.sup.ChildPID("everything"); got != pid {
+			t.Fatalf("a roots change restarted the server (pid %d → %d)", pid, got)
+		}
+		if st := h.status("everything"); st.State != mcp.StateReady {
+			t.Fatalf("state %s after the roots change", st.State)
+		}
 	})
-	if got := h.sup.ChildPID("everything"); got != pid {
-		t.Fatalf("a roots change restarted the server (pid %d → %d)", pid, got)
-	}
 }
 
 func TestProgressShownAndExtendsTimeout(t *testing.T) {
-	everythingBoth(t, func(c *mcp.ServerConfig) {
+	everythingEach(t, func(c *mcp.ServerConfig) {
 		c.CallTimeout = tools.MinTimeout
 		c.ProgressMax = time.Minute
 	}, func(t *testing.T, h *harness, _ *askerFunc) {
@@ -347,7 +350,7 @@ func TestAgentSamplingRecorded(t *testing.T) {
 
 // URL mode: the link is shown (http(s) only) and the answer goes back as the spec says.
 func TestElicitationURLMode(t *testing.T) {
-	everythingBoth(t, nil, func(t *testing.T, h *harness, asker *askerFunc) {
+	everythingEach(t, nil, func(t *testing.T, h *harness, asker *askerFunc) {
 		asker.answer = func(mcp.Question) mcp.Answer { return mcp.Answer{Action: mcp.ActionAccept} }
 		res := h.callWith(t, tools.Hooks{}, "everything__trigger-url-elicitation", map[string]any{"url": "https://example.com/consent?x=1", "message": "Sign in"})
 		qs := asker.questions()

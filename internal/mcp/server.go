@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,8 @@ type server struct {
 
 	callsMu  sync.Mutex
 	inflight map[string]*inflight // tool calls sent and not yet answered, by progress token
+
+	timings atomic.Pointer[connectTimings] // of the last connection that got ready
 
 	mu         sync.Mutex
 	stopped    bool
@@ -92,15 +95,12 @@ func (s *server) run() {
 				err = rerr
 			}
 		}
-		if err != nil && (isAuthRequired(err) || isRefreshFailure(err)) && s.ctx.Err() == nil {
-			s.setUnauthorized(err)
-			select {
-			case <-s.kick:
-				attempt, failures = 0, 0
-				continue
-			case <-s.ctx.Done():
+		if err != nil && (isAuthRequired(err) || isRefreshFailure(err) || s.stepUp(err)) && s.ctx.Err() == nil {
+			if !s.awaitAuthorisation(err) {
 				return
 			}
+			attempt, failures = 0, 0
+			continue
 		}
 		if err != nil {
 			s.setResuming(false)
@@ -129,6 +129,15 @@ func (s *server) run() {
 				c.close()
 				return
 			}
+			if s.stepUp(err) {
+				// A call needs more scope than the grant holds: the card asks an admin.
+				c.close()
+				if !s.awaitAuthorisation(err) {
+					return
+				}
+				attempt = 0
+				continue
+			}
 			// Hide the tools first, then take the old connection down (a stuck
 			// child can take 2s to die).
 			s.setDown(StateDegraded, err)
@@ -136,12 +145,17 @@ func (s *server) run() {
 			if s.sup.Now().Sub(readyAt) >= s.sup.BackoffReset {
 				attempt = 0
 			}
-			if errors.Is(err, transport.ErrSessionTerminated) && attempt == 0 {
-				// The server restarted and forgot the session (found by a call, a
-				// health check or a relist): it is up, so open a new session now,
-				// and let calls that arrive meanwhile wait for it instead of failing.
-				// Only once per BackoffReset: a server that keeps forgetting backs off.
-				s.setResuming(true)
+			if attempt < immediateRestarts {
+				// A working server was lost (a stdio child that crashed, say): start it
+				// again at once, not after a backoff; a server that keeps getting lost
+				// soon after starting backs off from the next loss on.
+				if errors.Is(err, transport.ErrSessionTerminated) && attempt == 0 {
+					// The server restarted and forgot the session (found by a call, a
+					// health check or a relist): it is up, so let calls that arrive
+					// while the new session opens wait for it instead of failing. Only
+					// once per BackoffReset: a server that keeps forgetting backs off.
+					s.setResuming(true)
+				}
 				attempt++
 				continue
 			}
@@ -156,6 +170,15 @@ func (s *server) run() {
 			return
 		}
 	}
+}
+
+// immediateRestarts is how many times in a row (without BackoffReset of steady
+// service between) a lost connection is restarted without waiting.
+const immediateRestarts = 3
+
+// connectTimings is where a connection's start-up time went.
+type connectTimings struct {
+	Start, Initialize, List time.Duration // process start (or HTTP connect), initialize, listing
 }
 
 // serve watches a ready connection until it is lost (returning why) or the
@@ -259,6 +282,32 @@ func (s *server) setReady(c *conn, cat catalog) bool {
 	return true
 }
 
+// stepUp reports whether err is a 403 insufficient_scope that re-authorising can
+// meet (see stepup.go), recording the scopes required.
+func (s *server) stepUp(err error) bool {
+	var isc *insufficientScope
+	return errors.As(err, &isc) && s.needScope(s.ctx, isc.scopes)
+}
+
+// awaitAuthorisation shows the server as waiting for an admin to (re)authorise it and
+// waits for that (a kick) or the server's end; it returns false at the end.
+func (s *server) awaitAuthorisation(err error) bool {
+	s.setUnauthorized(err)
+	select {
+	case <-s.kick:
+	case <-s.ctx.Done():
+		return false
+	}
+	// Authorised (or asked to try again): the card says so until the connection's outcome.
+	s.mu.Lock()
+	if !s.stopped {
+		s.state, s.since, s.auth, s.lastErr = StateConnecting, s.sup.Now(), "", ""
+	}
+	s.mu.Unlock()
+	s.publish()
+	return true
+}
+
 // setUnauthorized hides the server's tools and says that an admin must (re)authorise it.
 func (s *server) setUnauthorized(err error) {
 	auth, msg := AuthConnect, "The server requires authorisation: Connect to sign in with its provider."
@@ -266,6 +315,8 @@ func (s *server) setUnauthorized(err error) {
 	switch {
 	case gerr != nil:
 		msg = "The OAuth grant cannot be read (was the master key changed?): Connect again."
+	case ok && g.Token != nil && len(g.Required) > 0:
+		auth, msg = AuthReauthorize, "The server needs more access (scope: "+strings.Join(g.Required, " ")+"): re-authorise to grant it."
 	case ok && g.Token != nil:
 		auth, msg = AuthReauthorize, "The authorisation expired and could not be renewed: re-authorise."
 		if g.Failed != "" {

@@ -200,15 +200,9 @@ func TestEverythingStreamableHTTP(t *testing.T) {
 func TestEverythingSSE(t *testing.T) {
 	t.Parallel()
 	node := needNode(t)
-	port := freePort(t)
-	cmd := execEverything(t, node, "sse", port)
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
 	h := newHarness(t)
 	h.sup.Apply(context.Background(), []mcp.ServerConfig{{
-		Name: "legacy", Transport: mcp.TransportSSE, URL: fmt.Sprintf("http://127.0.0.1:%d/sse", port), Enabled: true,
+		Name: "legacy", Transport: mcp.TransportSSE, URL: startEverythingSSE(t, node), Enabled: true,
 	}})
 	testEverything(t, h, "legacy")
 }

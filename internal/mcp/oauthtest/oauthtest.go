@@ -30,8 +30,11 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// Scope is the one scope the server asks for.
+// Scope is the scope the server asks for at first.
 const Scope = "mcp:tools"
+
+// WriteScope is the scope tools/call needs when Server.StepUp is set.
+const WriteScope = "mcp:write"
 
 // Server is a running OAuth-protected MCP server. Its fields after URL may be changed
 // while it runs.
@@ -45,17 +48,27 @@ type Server struct {
 	// OpenHandshake lets initialize (and its notification) through without a token, as
 	// some servers do; everything after it still needs one.
 	OpenHandshake atomic.Bool
+	// StepUp makes tools/call need WriteScope as well: a token without it gets 403
+	// insufficient_scope naming both scopes (step-up authorisation).
+	StepUp atomic.Bool
+	// NeverEnough answers every tools/call with 403 insufficient_scope naming only
+	// Scope, which the token holds: a requirement no re-authorisation meets.
+	NeverEnough atomic.Bool
 
 	Refreshes   atomic.Int32 // successful refresh grants
 	Exchanges   atomic.Int32 // successful code exchanges
 	Rejected    atomic.Int32 // MCP requests refused with 401 although they carried a token
 	Registrated atomic.Int32 // dynamic registrations
+	Authorized  atomic.Int32 // codes issued (authorisations the admin went through)
+	Forbidden   atomic.Int32 // MCP requests refused with 403 insufficient_scope
 
 	mu      sync.Mutex
 	clients map[string][]string  // client id → redirect URIs
 	codes   map[string]codeGrant // one-time codes
 	access  map[string]time.Time // access token → expiry
+	scopes  map[string]string    // access or refresh token → the scope granted
 	refresh map[string]string    // refresh token → client id (rotated on use)
+	scope   string               // the scope asked for at the last /authorize
 	tokens  []string             // every token issued, for leak checks
 }
 
@@ -67,7 +80,7 @@ type codeGrant struct {
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	s := &Server{clients: map[string][]string{}, codes: map[string]codeGrant{},
-		access: map[string]time.Time{}, refresh: map[string]string{}}
+		access: map[string]time.Time{}, refresh: map[string]string{}, scopes: map[string]string{}}
 	s.TokenTTL.Store(3600)
 
 	ms := server.NewMCPServer("oauth-test", "1.0.0", server.WithToolCapabilities(false))
@@ -106,6 +119,12 @@ func Start(tb testing.TB) *Server {
 			http.Error(w, `{"error":"invalid_token"}`, http.StatusUnauthorized)
 			return
 		}
+		if need := s.needs(r, tok); need != "" {
+			s.Forbidden.Add(1)
+			w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+need+`", resource_metadata="`+prm+`"`)
+			http.Error(w, `{"error":"insufficient_scope"}`, http.StatusForbidden)
+			return
+		}
 		mcpHandler.ServeHTTP(w, r)
 	}))
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
@@ -126,6 +145,39 @@ func Start(tb testing.TB) *Server {
 	mux.HandleFunc("POST /authorize", s.approve)
 	mux.HandleFunc("POST /token", s.token)
 	return s
+}
+
+// needs returns the scope a tools/call request lacks with token tok (as the 403's
+// scope parameter), "" when it may go through.
+func (s *Server) needs(r *http.Request, tok string) string {
+	if r.Method != http.MethodPost || !s.StepUp.Load() && !s.NeverEnough.Load() {
+		return ""
+	}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" {
+		return ""
+	}
+	if s.NeverEnough.Load() {
+		return Scope
+	}
+	s.mu.Lock()
+	granted := strings.Fields(s.scopes[tok])
+	s.mu.Unlock()
+	if !slices.Contains(granted, WriteScope) {
+		return Scope + " " + WriteScope
+	}
+	return ""
+}
+
+// LastScope is the scope asked for at the last authorization request.
+func (s *Server) LastScope() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.scope
 }
 
 // Tokens returns every access and refresh token issued so far.
@@ -244,7 +296,9 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) redirectWithCode(w http.ResponseWriter, r *http.Request, q url.Values) {
 	code := "code-" + random()
+	s.Authorized.Add(1)
 	s.mu.Lock()
+	s.scope = q.Get("scope")
 	s.codes[code] = codeGrant{client: q.Get("client_id"), redirect: q.Get("redirect_uri"),
 		challenge: q.Get("code_challenge"), resource: q.Get("resource"), scope: q.Get("scope")}
 	s.mu.Unlock()
@@ -291,11 +345,12 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			oauthError(w, http.StatusBadRequest, "invalid_grant", "PKCE verification failed")
 		default:
 			s.Exchanges.Add(1)
-			s.issue(w, client)
+			s.issue(w, client, g.scope)
 		}
 	case "refresh_token":
 		s.mu.Lock()
 		owner, ok := s.refresh[f.Get("refresh_token")]
+		scope := s.scopes[f.Get("refresh_token")]
 		if ok {
 			delete(s.refresh, f.Get("refresh_token"))
 		}
@@ -306,20 +361,24 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.Refreshes.Add(1)
-		s.issue(w, client)
+		s.issue(w, client, scope)
 	default:
 		oauthError(w, http.StatusBadRequest, "unsupported_grant_type", "")
 	}
 }
 
-func (s *Server) issue(w http.ResponseWriter, client string) {
+func (s *Server) issue(w http.ResponseWriter, client, scope string) {
 	ttl := s.TokenTTL.Load()
 	at, rt := "at-"+random(), "rt-"+random()
+	if scope == "" {
+		scope = Scope
+	}
 	s.mu.Lock()
 	s.access[at] = time.Now().Add(time.Duration(ttl) * time.Second)
+	s.scopes[at], s.scopes[rt] = scope, scope
 	s.refresh[rt] = client
 	s.tokens = append(s.tokens, at, rt)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": ttl,
-		"refresh_token": rt, "scope": Scope})
+		"refresh_token": rt, "scope": scope})
 }

@@ -120,6 +120,31 @@ func argsFor(schema json.RawMessage) map[string]any {
 	return out
 }
 
+// acceptAsker answers a server's questions like a person who submits Atrium's form as
+// it is shown: each field holds what Atrium's form code filled in from the schema (its
+// default, or nothing), and Form.Answer checks and types the values as it does for a
+// browser's submission. Sampling is declined: the conformance run has no model.
+type acceptAsker struct{ log *slog.Logger }
+
+func (a acceptAsker) Ask(_ context.Context, q mcp.Question) (mcp.Answer, error) {
+	if q.Kind != mcp.AskForm {
+		a.log.Info("conformanceclient: declined", "kind", q.Kind)
+		return mcp.Answer{Action: mcp.ActionDecline}, nil
+	}
+	values := map[string][]string{}
+	for _, f := range q.Form.Fields {
+		values[f.Name] = f.Default
+	}
+	content, problems := q.Form.Answer(values)
+	if problems != nil {
+		// A person could not submit this form without typing: they cancel.
+		a.log.Info("conformanceclient: the form as shown does not check", "problems", problems)
+		return mcp.Answer{Action: mcp.ActionCancel}, nil
+	}
+	a.log.Info("conformanceclient: accepted the form", "content", content)
+	return mcp.Answer{Action: mcp.ActionAccept, Content: content}, nil
+}
+
 func runAtrium(ctx context.Context, serverURL string, sc scenarioContext) error {
 	dir, err := os.MkdirTemp("", "atrium-conformance-")
 	if err != nil {
@@ -141,6 +166,7 @@ func runAtrium(ctx context.Context, serverURL string, sc scenarioContext) error 
 	reg := tools.NewRegistry(nil, nil)
 	sup := mcp.NewSupervisor(reg, log, nil)
 	sup.OAuth = &mcp.OAuthStore{Rows: db, Keys: keys}
+	sup.Asker = acceptAsker{log}
 	sup.FailAfter = 1
 	defer sup.Close()
 
@@ -166,11 +192,8 @@ func runAtrium(ctx context.Context, serverURL string, sc scenarioContext) error 
 			}
 		}
 	}
-	st, err := wait(mcp.StateReady, mcp.StateUnauthorized, mcp.StateFailed)
-	if err != nil {
-		return err
-	}
-	if st.State == mcp.StateUnauthorized {
+	// authorise plays the admin's Connect and the browser; Atrium asks for the scopes.
+	authorise := func() error {
 		flow, authURL, err := sup.BeginOAuth(ctx, cfg, 1, redirectURI)
 		if err != nil {
 			return err
@@ -185,25 +208,68 @@ func runAtrium(ctx context.Context, serverURL string, sc scenarioContext) error 
 		if !ok {
 			return errors.New("the state came back changed")
 		}
-		if err := sup.FinishOAuth(ctx, f, code); err != nil {
+		return sup.FinishOAuth(ctx, f, code)
+	}
+	// An admin authorises when the card asks (first, or for more scope after a 403
+	// insufficient_scope), at most maxAuthorisations times: a server that keeps asking
+	// is given up on, as a person would.
+	const maxAuthorisations = 3
+	authorisations := 0
+	for {
+		st, err := wait(mcp.StateReady, mcp.StateUnauthorized, mcp.StateFailed)
+		if err != nil {
 			return err
 		}
-		if st, err = wait(mcp.StateReady, mcp.StateFailed); err != nil {
-			return err
-		}
-	}
-	if st.State != mcp.StateReady {
-		return fmt.Errorf("server %s: %s", st.State, st.Error)
-	}
-	for _, t := range reg.Enabled() {
-		if !strings.HasPrefix(t.Name, "conf__") {
+		if st.State == mcp.StateUnauthorized {
+			if authorisations == maxAuthorisations {
+				return fmt.Errorf("still unauthorised after %d authorisations: %s", authorisations, st.Error)
+			}
+			authorisations++
+			if err := authorise(); err != nil {
+				return err
+			}
+			// Until the supervisor takes the new grant up, the card still shows the
+			// old request: wait for a state entered after it.
+			for {
+				now, err := wait(mcp.StateReady, mcp.StateFailed, mcp.StateUnauthorized)
+				if err != nil {
+					return err
+				}
+				if now.State != mcp.StateUnauthorized || now.Since.After(st.Since) {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
 			continue
 		}
-		args, _ := json.Marshal(argsFor(t.Schema))
-		res := reg.Dispatch(ctx, "conformance", 1, llm.ToolCall{ID: "c-" + t.Name, Name: t.Name, Arguments: string(args)})
-		fmt.Fprintf(os.Stderr, "called %s: error=%v %.200s\n", t.Name, res.IsError, res.Content)
+		if st.State != mcp.StateReady {
+			return fmt.Errorf("server %s: %s", st.State, st.Error)
+		}
+		stepUp := false
+		for _, t := range reg.Enabled() {
+			if !strings.HasPrefix(t.Name, "conf__") {
+				continue
+			}
+			args, _ := json.Marshal(argsFor(t.Schema))
+			res := reg.Dispatch(ctx, "conformance", 1, llm.ToolCall{ID: "c-" + t.Name, Name: t.Name, Arguments: string(args)})
+			fmt.Fprintf(os.Stderr, "called %s: error=%v %.300s\n", t.Name, res.IsError, res.Content)
+			if res.IsError && strings.Contains(res.Content, "must re-authorise") {
+				stepUp = true
+				break
+			}
+		}
+		if !stepUp {
+			return nil
+		}
+		// The card now asks to re-authorise with the wider scope.
+		if _, err := wait(mcp.StateUnauthorized, mcp.StateFailed); err != nil {
+			return err
+		}
 	}
-	return nil
 }
 
 // runPlain is how mcp-go's own examples go about it: a plain client first; on a 401,
