@@ -171,7 +171,8 @@ func bindAttachments(ctx context.Context, tx *sql.Tx, m *Message) error {
 }
 
 // MessageAttachments returns the attachments of the given messages (without data),
-// by message id, oldest first: what a chat page shows.
+// by message id, in the order they were uploaded (the composer's chips): what a chat
+// page shows. (Uploads in one millisecond share created_at, and ids are random.)
 func (db *DB) MessageAttachments(ctx context.Context, sessionID string, messageIDs []int64) (map[int64][]Attachment, error) {
 	return db.messageAttachments(ctx, sessionID, messageIDs, false)
 }
@@ -189,7 +190,7 @@ func (db *DB) messageAttachments(ctx context.Context, sessionID string, messageI
 		cols += ", data"
 	}
 	rows, err := db.pool.QueryContext(ctx, `SELECT `+cols+` FROM attachments
-		WHERE session_id = ? AND message_id BETWEEN ? AND ? ORDER BY message_id, created_at, id`, sessionID, lo, hi)
+		WHERE session_id = ? AND message_id BETWEEN ? AND ? ORDER BY message_id, rowid`, sessionID, lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("store: message attachments: %w", err)
 	}

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +92,52 @@ func TestAttachmentsBindToTheirMessage(t *testing.T) {
 	mustNil(t, db.DeleteSession(ctx, "s1", u.ID))
 	if _, err := db.Attachment(ctx, "f-txt", u.ID); errs.Code(err) != errs.NotFound {
 		t.Errorf("a file of a deleted chat: %v", err)
+	}
+}
+
+// A message's files come back in the order they were uploaded (the composer's chips),
+// also when they were uploaded in the same millisecond and their random ids sort the
+// other way; an edit's copies keep that order (TestFilesExportImportRoundTrip saw the
+// two files of one message swapped when both uploads fell in one millisecond).
+func TestAttachmentsKeepUploadOrder(t *testing.T) {
+	db := mustOpen(t)
+	ctx := context.Background()
+	u := mustUser(t, db, "ann", store.RoleUser)
+	mustSession(t, db, "s1", u.ID)
+	at := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	db.Now = func() time.Time { return at } // every upload in the same millisecond
+	var ids []string
+	var want []string
+	for i := range 6 {
+		a := store.Attachment{ID: fmt.Sprintf("f-%d", 9-i), OwnerID: u.ID, SessionID: "s1", Name: fmt.Sprintf("n%d.txt", i),
+			Kind: store.AttachText, MIME: "text/plain", Data: []byte("x")}
+		mustNil(t, db.CreateAttachment(ctx, &a))
+		ids = append(ids, a.ID)
+		want = append(want, a.Name)
+	}
+	m := &store.Message{SessionID: "s1", Role: store.RoleUser, Content: "files"}
+	for _, id := range ids {
+		m.Attachments = append(m.Attachments, store.Attachment{ID: id})
+	}
+	mustNil(t, db.AppendMessage(ctx, m))
+	names := func(list []store.Attachment) string {
+		var out []string
+		for _, a := range list {
+			out = append(out, a.Name)
+		}
+		return strings.Join(out, " ")
+	}
+	page, err := db.MessageAttachments(ctx, "s1", []int64{m.ID})
+	mustNil(t, err)
+	if got := names(page[m.ID]); got != strings.Join(want, " ") {
+		t.Errorf("page order %q, want %q", got, strings.Join(want, " "))
+	}
+	mustNil(t, db.AppendMessage(ctx, &store.Message{SessionID: "s1", Role: store.RoleAssistant, Content: "ok"}))
+	edited := &store.Message{SessionID: "s1", Role: store.RoleUser, Content: "files again"}
+	mustNil(t, db.EditUserMessage(ctx, m.ID, edited))
+	loaded, err := db.LoadContextMessages(ctx, "s1", 0, 0)
+	mustNil(t, err)
+	if got := names(loaded[len(loaded)-1].Attachments); got != strings.Join(want, " ") {
+		t.Errorf("edited version's order %q, want %q", got, strings.Join(want, " "))
 	}
 }

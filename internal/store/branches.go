@@ -138,7 +138,7 @@ func (db *DB) EditUserMessage(ctx context.Context, id int64, m *Message) error {
 		// carries copies of the old one's (the old version keeps its own, one flip away).
 		_, err = tx.ExecContext(ctx, `INSERT INTO attachments (id, owner_id, session_id, message_id, name, kind, mime, size, width, height, tokens, data, created_at)
 			SELECT lower(hex(randomblob(16))), owner_id, session_id, ?, name, kind, mime, size, width, height, tokens, data, created_at
-			FROM attachments WHERE message_id = ?`, newID, id)
+			FROM attachments WHERE message_id = ? ORDER BY rowid`, newID, id)
 		return err
 	})
 	if err != nil {
