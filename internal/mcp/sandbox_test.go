@@ -141,13 +141,15 @@ func TestSandboxNetwork(t *testing.T) {
 }
 
 // TestSandboxHome: a sandboxed server's HOME and TMPDIR are its private, writable
-// directory (npx keeps its cache under HOME); a configured HOME wins.
+// directory (npx keeps its cache under HOME); a configured HOME wins. The probe is
+// written aside and renamed so that the test never reads a file created but not yet filled.
 func TestSandboxHome(t *testing.T) {
 	node := needNode(t)
 	needLandlock(t)
 	h := sandboxHarness(t)
 	script := `process.stdin.resume(); const fs = require("node:fs"); ` +
-		`fs.writeFileSync(process.env.HOME + "/probe", process.env.TMPDIR); console.error("wrote probe"); process.exit(3)`
+		`fs.writeFileSync(process.env.HOME + "/probe.part", process.env.TMPDIR); ` +
+		`fs.renameSync(process.env.HOME + "/probe.part", process.env.HOME + "/probe"); console.error("wrote probe"); process.exit(3)`
 	cfg := mcp.ServerConfig{Name: "home", Transport: mcp.TransportStdio, Command: node, Args: []string{"-e", script}, Enabled: true, Sandbox: true}
 	h.sup.Apply(context.Background(), []mcp.ServerConfig{cfg})
 	probe := filepath.Join(h.sup.SandboxDir, "home", "probe")
