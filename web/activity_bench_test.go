@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +11,6 @@ import (
 
 	"atrium/internal/store"
 	"atrium/internal/trace"
-	"atrium/web"
 )
 
 // BenchmarkActivityPage measures Settings → Activity at 100,000 runs of five
@@ -78,17 +76,7 @@ func BenchmarkActivityPage(b *testing.B) {
 	}
 	b.Logf("backfilled in %v", time.Since(t0).Round(time.Millisecond))
 
-	cookies := []*http.Cookie{admin.cookie(web.LoginCookie), admin.cookie(web.CSRFCookie)}
-	h := env.srv.Handler()
-	get := func(path string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		for _, c := range cookies {
-			req.AddCookie(c)
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec
-	}
+	get := admin.serveGET()
 	for _, rng := range []string{"24h", "7d", "30d"} {
 		b.Run(rng, func(b *testing.B) {
 			path := "/settings/activity?range=" + rng

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"syscall"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"atrium/internal/store"
-	"atrium/web"
 )
 
 // BenchmarkAdminRunsList measures Settings → Runs at 100,000 runs of five
@@ -50,17 +48,7 @@ func BenchmarkAdminRunsList(b *testing.B) {
 		seedRunsEvery(b, env.db, u.ID, name+"-", start.Add(time.Duration(k)*200*time.Millisecond), perUser, 30*time.Second, session...)
 	}
 	b.Logf("seeded %d runs in %v", users*perUser, time.Since(t0).Round(time.Millisecond))
-	cookies := []*http.Cookie{admin.cookie(web.LoginCookie), admin.cookie(web.CSRFCookie)}
-	h := env.srv.Handler()
-	get := func(path string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		for _, c := range cookies {
-			req.AddCookie(c)
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec
-	}
+	get := admin.serveGET()
 	// A cursor from the middle of the list, for a deep page.
 	mid := fmt.Sprintf("%d.user2-10000", start.Add(10_000*30*time.Second+400*time.Millisecond).UnixMilli())
 	for _, bc := range []struct{ name, query string }{

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"atrium/internal/store"
-	"atrium/web"
 )
 
 // BenchmarkOpenSession measures opening a long chat: GET /s/{id} on a session of
@@ -23,18 +22,8 @@ func BenchmarkOpenSession(b *testing.B) {
 	admin := env.setup()
 	id := admin.newSession()
 	seedMessages(b, env.db, id, 10_000, 300)
-	cookies := []*http.Cookie{admin.cookie(web.LoginCookie), admin.cookie(web.CSRFCookie)}
-	h := env.srv.Handler()
-
-	open := func() *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, "/s/"+id, nil)
-		for _, c := range cookies {
-			req.AddCookie(c)
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec
-	}
+	get := admin.serveGET()
+	open := func() *httptest.ResponseRecorder { return get("/s/" + id) }
 	rec := open()
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `id="msg-10000"`) || !strings.Contains(rec.Body.String(), `id="older"`) {
 		b.Fatalf("GET /s/{id}: %d, %d bytes", rec.Code, rec.Body.Len())
@@ -64,17 +53,8 @@ func BenchmarkOpenBranchedChat(b *testing.B) {
 			admin := env.setup()
 			id := admin.newSession()
 			seedBranchedTurns(b, env.db, id, 100, versions)
-			cookies := []*http.Cookie{admin.cookie(web.LoginCookie), admin.cookie(web.CSRFCookie)}
-			h := env.srv.Handler()
-			open := func() *httptest.ResponseRecorder {
-				req := httptest.NewRequest(http.MethodGet, "/s/"+id, nil)
-				for _, c := range cookies {
-					req.AddCookie(c)
-				}
-				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, req)
-				return rec
-			}
+			get := admin.serveGET()
+			open := func() *httptest.ResponseRecorder { return get("/s/" + id) }
 			rec := open()
 			body := rec.Body.String()
 			wantPagers := 0

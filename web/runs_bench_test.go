@@ -15,7 +15,6 @@ import (
 	"atrium/internal/llm"
 	"atrium/internal/tools"
 	"atrium/internal/trace"
-	"atrium/web"
 )
 
 // BenchmarkOpenRun measures opening a 200-span run in the viewer: GET /s/{id}/runs/{rid}
@@ -36,17 +35,8 @@ func BenchmarkOpenRun(b *testing.B) {
 		b.Fatal(err)
 	}
 	runID := seedRun(b, env, id, u.ID, 40)
-	cookies := []*http.Cookie{admin.cookie(web.LoginCookie), admin.cookie(web.CSRFCookie)}
-	h := env.srv.Handler()
-	open := func() *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, "/s/"+id+"/runs/"+runID, nil)
-		for _, c := range cookies {
-			req.AddCookie(c)
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec
-	}
+	get := admin.serveGET()
+	open := func() *httptest.ResponseRecorder { return get("/s/" + id + "/runs/" + runID) }
 	rec := open()
 	if n := strings.Count(rec.Body.String(), `data-testid="span"`); rec.Code != http.StatusOK || n != 200 {
 		b.Fatalf("GET run: %d, %d spans", rec.Code, n)
@@ -77,17 +67,8 @@ func BenchmarkOpenRunSpan(b *testing.B) {
 		b.Fatal(err)
 	}
 	runID := seedRun(b, env, id, u.ID, 40)
-	cookies := []*http.Cookie{admin.cookie(web.LoginCookie), admin.cookie(web.CSRFCookie)}
-	h := env.srv.Handler()
-	open := func() *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, "/s/"+id+"/runs/"+runID+"/spans/198", nil)
-		for _, c := range cookies {
-			req.AddCookie(c)
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec
-	}
+	get := admin.serveGET()
+	open := func() *httptest.ResponseRecorder { return get("/s/" + id + "/runs/" + runID + "/spans/198") }
 	if rec := open(); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "Step 40: what is 40*7?") {
 		b.Fatalf("GET span: %d %.300s", rec.Code, rec.Body.String())
 	}
