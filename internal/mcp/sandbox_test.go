@@ -151,13 +151,17 @@ func TestSandboxHome(t *testing.T) {
 		`fs.writeFileSync(process.env.HOME + "/probe.part", process.env.TMPDIR); ` +
 		`fs.renameSync(process.env.HOME + "/probe.part", process.env.HOME + "/probe"); console.error("wrote probe"); process.exit(3)`
 	cfg := mcp.ServerConfig{Name: "home", Transport: mcp.TransportStdio, Command: node, Args: []string{"-e", script}, Enabled: true, Sandbox: true}
-	h.sup.Apply(context.Background(), []mcp.ServerConfig{cfg})
-	probe := filepath.Join(h.sup.SandboxDir, "home", "probe")
-	testkit.Eventually(t, 20*time.Second, "the server to write into its private HOME", func() bool {
-		_, err := os.Stat(probe)
-		return err == nil
-	})
-	if b, _ := os.ReadFile(probe); string(b) != filepath.Join(h.sup.SandboxDir, "home", "tmp") {
+	ownHome := t.TempDir()
+	own := cfg
+	own.Name, own.Env, own.WritePaths = "own", map[string]string{"HOME": ownHome}, []string{ownHome}
+	h.sup.Apply(context.Background(), []mcp.ServerConfig{cfg, own})
+	for _, probe := range []string{filepath.Join(h.sup.SandboxDir, "home", "probe"), filepath.Join(ownHome, "probe")} {
+		testkit.Eventually(t, 20*time.Second, "the server to write "+probe, func() bool {
+			_, err := os.Stat(probe)
+			return err == nil
+		})
+	}
+	if b, _ := os.ReadFile(filepath.Join(h.sup.SandboxDir, "home", "probe")); string(b) != filepath.Join(h.sup.SandboxDir, "home", "tmp") {
 		t.Errorf("TMPDIR = %q", b)
 	}
 }
