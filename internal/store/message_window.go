@@ -16,13 +16,17 @@ func (db *DB) MessagesAround(ctx context.Context, sessionID string, seq int64, l
 		limit = DefaultMessagePage
 	}
 	limit = min(limit, MaxMessagePage)
-	half := int64(limit / 2)
-	// The window starts at the turn holding seq-half and ends before the first turn that
-	// starts after seq+half.
-	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
+	half := limit / 2
+	// The window starts at the turn holding the message half a page before seq and ends
+	// before the first turn that starts after the one half a page after it. The bounds
+	// count messages on screen, not seq numbers: versions an edit replaced leave gaps.
+	rows, err := db.pool.QueryContext(ctx, `WITH
+		lo AS (SELECT seq FROM messages WHERE session_id = ?1 AND active = 1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1 OFFSET ?3),
+		hi AS (SELECT seq FROM messages WHERE session_id = ?1 AND active = 1 AND seq >= ?2 ORDER BY seq LIMIT 1 OFFSET ?3)
+		SELECT `+messageCols+` FROM messages
 		WHERE session_id = ?1 AND active = 1
-			AND seq >= coalesce((SELECT max(seq) FROM messages WHERE session_id = ?1 AND active = 1 AND role = 'user' AND seq <= ?2 - ?3), 1)
-			AND seq < coalesce((SELECT min(seq) FROM messages WHERE session_id = ?1 AND active = 1 AND role = 'user' AND seq > ?2 + ?3), 9223372036854775807)
+			AND seq >= coalesce((SELECT max(seq) FROM messages WHERE session_id = ?1 AND active = 1 AND role = 'user' AND seq <= (SELECT seq FROM lo)), 1)
+			AND seq < coalesce((SELECT min(seq) FROM messages WHERE session_id = ?1 AND active = 1 AND role = 'user' AND seq > (SELECT seq FROM hi)), 9223372036854775807)
 			AND EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND active = 1 AND seq = ?2)
 		ORDER BY seq LIMIT ?4`, sessionID, seq, half, MaxMessagePage)
 	if err != nil {
@@ -53,9 +57,13 @@ func (db *DB) MessagesAfterPage(ctx context.Context, sessionID string, afterSeq 
 		limit = DefaultMessagePage
 	}
 	limit = min(limit, MaxMessagePage)
-	rows, err := db.pool.QueryContext(ctx, `SELECT `+messageCols+` FROM messages
+	// The page ends before the first turn that starts after its limit-th message (counted
+	// on screen: an edit's replaced versions leave gaps in seq), or at the chat's end.
+	rows, err := db.pool.QueryContext(ctx, `WITH
+		last AS (SELECT seq FROM messages WHERE session_id = ?1 AND active = 1 AND seq > ?2 ORDER BY seq LIMIT 1 OFFSET ?3 - 1)
+		SELECT `+messageCols+` FROM messages
 		WHERE session_id = ?1 AND active = 1 AND seq > ?2
-			AND seq < coalesce((SELECT min(seq) FROM messages WHERE session_id = ?1 AND active = 1 AND role = 'user' AND seq > ?2 + ?3), 9223372036854775807)
+			AND seq < coalesce((SELECT min(seq) FROM messages WHERE session_id = ?1 AND active = 1 AND role = 'user' AND seq > (SELECT seq FROM last)), 9223372036854775807)
 		ORDER BY seq LIMIT ?4`, sessionID, afterSeq, limit, MaxMessagePage)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: messages after page: %w", err)

@@ -83,3 +83,51 @@ func TestMessagesAroundWholeTurns(t *testing.T) {
 		t.Errorf("newer pages end at %d, want 160", next)
 	}
 }
+
+// TestMessageWindowsAcrossBranchGap: an edit leaves the versions it replaced off screen,
+// so the seqs on screen can jump by more than a page. The windows count the messages on
+// screen, not seq numbers: "Load newer" from before the gap still reaches the end, and
+// the window around a message after the gap still holds about a page.
+func TestMessageWindowsAcrossBranchGap(t *testing.T) {
+	db, s, m := branchChat(t) // u1 a1 u2 a2, seqs 1–4
+	ctx := context.Background()
+	for i := range 30 { // an old branch of 60 messages after u2
+		mustNil(t, db.AppendMessages(ctx, []*store.Message{
+			{SessionID: s.ID, Role: store.RoleUser, Content: fmt.Sprint("old ", i)}, reply(s, fmt.Sprint("old answer ", i))}))
+	}
+	edited := &store.Message{SessionID: s.ID, Role: store.RoleUser, Content: "u2' edited"}
+	mustNil(t, db.EditUserMessage(ctx, m[2].ID, edited))
+	mustNil(t, db.AppendMessage(ctx, reply(s, "a2'")))
+	for i := range 20 {
+		mustNil(t, db.AppendMessages(ctx, []*store.Message{
+			{SessionID: s.ID, Role: store.RoleUser, Content: fmt.Sprint("new ", i)}, reply(s, fmt.Sprint("new answer ", i))}))
+	}
+	// On screen: u1 a1 (1–2), u2' a2' (65–66), 40 more (67–106).
+	next, seen := m[1].Seq, 2
+	for pages := 0; ; pages++ {
+		page, newer, err := db.MessagesAfterPage(ctx, s.ID, next, 10)
+		mustNil(t, err)
+		if len(page) == 0 {
+			t.Fatalf("empty page after %d (newer=%v): the rest of the chat cannot be reached", next, newer)
+		}
+		if len(page) > 12 {
+			t.Errorf("page after %d has %d messages for a limit of 10", next, len(page))
+		}
+		seen += len(page)
+		next = page[len(page)-1].Seq
+		if !newer {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("newer pages never end")
+		}
+	}
+	if seen != 44 || next != 106 {
+		t.Errorf("newer pages showed %d messages ending at %d, want 44 ending at 106", seen, next)
+	}
+	got, older, newer, err := db.MessagesAround(ctx, s.ID, edited.Seq, 20)
+	mustNil(t, err)
+	if windowSpan(got) != "1-76 (14)" || older || !newer {
+		t.Errorf("around the edit: %s older=%v newer=%v, want 1-76 (14) older=false newer=true", windowSpan(got), older, newer)
+	}
+}
