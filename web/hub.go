@@ -11,6 +11,7 @@ import (
 
 	"atrium/internal/agent"
 	"atrium/internal/markdown"
+	"atrium/internal/trace"
 	"atrium/views"
 )
 
@@ -247,6 +248,12 @@ func (r *room) flushPending() {
 func (h *Hub) RunLinks() agent.Sink { return runLinks{h} }
 
 type runLinks struct{ h *Hub }
+
+// Wants implements trace.EventFilter: only run ends, so that token deltas never wait
+// in the recording's queue.
+func (l runLinks) Wants(k agent.EventKind) bool { return k == agent.EventRunEnded }
+
+var _ trace.EventFilter = runLinks{}
 
 func (l runLinks) Publish(ev agent.Event) {
 	if ev.Kind == agent.EventRunEnded && ev.SessionID != "" {

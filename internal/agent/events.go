@@ -39,7 +39,7 @@ const (
 	EventModelRequest                         // Step, Request: the request as built, before it is sent
 	EventText                                 // Text: a delta of the reply
 	EventReasoning                            // Text: a delta of reasoning/thinking
-	EventModelResponse                        // Step, Response, Wire (the bytes sent), Err, Duration
+	EventModelResponse                        // Step, Response, Wire (the bytes sent), Err, Duration; Request is its EventModelRequest's pointer, which pairs them when calls overlap
 	EventAssistantStep                        // Message: a committed assistant message that called tools; a new reply follows
 	EventToolStarted                          // ToolCall: a tool is running
 	EventToolResult                           // ToolCall, Result, Message (the committed tool message)

@@ -11,6 +11,7 @@ import (
 
 	"atrium/internal/agent"
 	"atrium/internal/errs"
+	"atrium/internal/llm"
 	"atrium/internal/store"
 )
 
@@ -28,7 +29,9 @@ import (
 // writes are logged here, in one place; they never reach the run. Sinks given to
 // NewConsumer as after get every event once everything published before it is
 // written, so a reply's "How was this answered?" link appears when its run is
-// stored. Close drains the queue. Safe for concurrent use by many runs.
+// stored. An event that is not recorded (a token delta) and that no after sink wants
+// (see EventFilter) is not queued, so a reply streams on while the disk is behind.
+// Close drains the queue. Safe for concurrent use by many runs.
 type Consumer struct {
 	rec   *Recorder
 	log   *slog.Logger
@@ -65,7 +68,23 @@ type liveRun struct {
 	created bool // a write of it was stored: its row is there
 	refused bool // the run may not be recorded (its session is not its owner's, its id taken, ...)
 	seq     int
-	model   *openSpan // the model request in flight
+	models  map[*llm.Request]*openSpan // the model requests in flight (sampling for parallel tool calls overlaps)
+}
+
+// EventFilter is what a sink given to NewConsumer as after may implement to say which
+// events it needs; a sink without it gets every event.
+type EventFilter interface {
+	Wants(agent.EventKind) bool
+}
+
+// wants reports whether an after sink needs events of kind k.
+func (c *Consumer) wants(k agent.EventKind) bool {
+	for _, s := range c.after {
+		if f, ok := s.(EventFilter); !ok || f.Wants(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // openSpan is a model request whose response has not come yet: its start is
@@ -95,7 +114,7 @@ func (c *Consumer) Publish(ev agent.Event) {
 	// Progress reports are shown live, not recorded (the tool's result is).
 	recorded := ev.RunID != "" && ev.Seq != 0 && ev.Kind != agent.EventText && ev.Kind != agent.EventReasoning &&
 		ev.Kind != agent.EventToolProgress
-	if !recorded && len(c.after) == 0 {
+	if !recorded && !c.wants(ev.Kind) {
 		return
 	}
 	j := job{ev: ev, recorded: recorded}
@@ -171,7 +190,9 @@ func (c *Consumer) passOn(batch []job) {
 			continue
 		}
 		for _, s := range c.after {
-			s.Publish(j.ev)
+			if f, ok := s.(EventFilter); !ok || f.Wants(j.ev.Kind) {
+				s.Publish(j.ev)
+			}
 		}
 	}
 }
@@ -182,9 +203,10 @@ type span struct {
 	data               any
 	err                error
 	tokIn, tokOut      int
-	lazy               func() any // data built by the writer (it scans long texts)
-	open               bool       // a model request: started, ended by the next end
-	end                bool       // ends the open model request with data merged into its own
+	lazy               func() any   // data built by the writer (it scans long texts)
+	open               bool         // a model request: started, ended by the end of the same request
+	end                bool         // ends the open model request with data merged into its own
+	call               *llm.Request // open and end: the request, which pairs them (see agent.EventModelResponse)
 	endRun             bool
 	steps              int // endRun
 }
@@ -202,7 +224,7 @@ func describe(ev agent.Event) []span {
 		if ev.Purpose != "" {
 			data = map[string]string{"purpose": ev.Purpose}
 		}
-		return []span{{kind: KindModelRequest, name: ev.Model, data: data, open: true}}
+		return []span{{kind: KindModelRequest, name: ev.Model, data: data, open: true, call: ev.Request}}
 	case agent.EventModelResponse:
 		resp, req, wire, purpose := ev.Response, *ev.Request, ev.Wire, ev.Purpose
 		request := func() any { // the URL is parsed (credentials out) by the writer
@@ -215,10 +237,10 @@ func describe(ev agent.Event) []span {
 		if purpose != "" {
 			// The memory extraction or title: request, response, tokens and duration
 			// in the one (sealed) model_request span; no response span.
-			return []span{{end: true, err: ev.Err, tokIn: resp.Usage.InputTokens, tokOut: resp.Usage.OutputTokens, lazy: request}}
+			return []span{{end: true, call: ev.Request, err: ev.Err, tokIn: resp.Usage.InputTokens, tokOut: resp.Usage.OutputTokens, lazy: request}}
 		}
 		return []span{
-			{end: true, err: ev.Err, tokIn: resp.Usage.InputTokens, lazy: request},
+			{end: true, call: ev.Request, err: ev.Err, tokIn: resp.Usage.InputTokens, lazy: request},
 			{kind: KindModelResponse, name: ev.Model, data: resp, err: ev.Err, tokOut: resp.Usage.OutputTokens},
 		}
 	case agent.EventToolResult:
@@ -284,7 +306,9 @@ type pending struct {
 // write prepares the batch's writes (redact, compress, seal: outside any
 // transaction) and writes them in one transaction; when that fails, each alone.
 func (c *Consumer) write(batch []job) {
-	ctx := context.Background()
+	// Sealing may create the owner's data key: a write, bounded like the others.
+	ctx, cancel := writeCtx(context.Background())
+	defer cancel()
 	var ws []pending
 	for _, j := range batch {
 		if !j.recorded {
@@ -315,16 +339,14 @@ func (c *Consumer) write(batch []job) {
 	for i, p := range ws {
 		writes[i] = p.w
 	}
-	wctx, cancel := writeCtx(ctx)
-	results, err := c.rec.db.WriteRuns(wctx, writes)
-	cancel()
-	if err != nil && len(ws) > 1 {
+	results, err := c.writeBatch(writes)
+	if err != nil && len(ws) > 1 && !errors.Is(err, context.DeadlineExceeded) {
 		// One write may sink the transaction (a span too large for the disk
 		// left): the others go on alone.
 		results = make([]error, len(ws))
 		for i := range writes {
 			writes[i].New = !ws[i].lr.created
-			wctx, cancel := writeCtx(ctx)
+			wctx, cancel := writeCtx(context.Background())
 			r, err := c.rec.db.WriteRuns(wctx, writes[i:i+1])
 			cancel()
 			results[i] = err
@@ -336,7 +358,10 @@ func (c *Consumer) write(batch []job) {
 			}
 		}
 	} else if err != nil {
-		results = []error{err}
+		results = make([]error, len(ws))
+		for i := range results {
+			results[i] = err
+		}
 	}
 	for i, err := range results {
 		p := ws[i]
@@ -350,6 +375,28 @@ func (c *Consumer) write(batch []job) {
 			}
 		default:
 			c.log.Warn("trace: record", "run", p.ev.RunID, "event", p.ev.Kind.String(), "err", err)
+		}
+	}
+}
+
+// busyTries bounds how often a batch is written again while the database stays locked
+// past WriteTimeout: about a minute, during which Publish waits for room.
+const busyTries = 12
+
+// writeBatch writes in one transaction. When the database stays locked past a write's
+// time (another process, a long checkpoint), no single write is to blame: it writes
+// the whole batch again, up to busyTries times, so the runs slow down instead of
+// losing spans.
+func (c *Consumer) writeBatch(writes []store.RunWrite) ([]error, error) {
+	for try := 1; ; try++ {
+		wctx, cancel := writeCtx(context.Background())
+		results, err := c.rec.db.WriteRuns(wctx, writes)
+		cancel()
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) || try == busyTries {
+			return results, err
+		}
+		if try == 1 {
+			c.log.Warn("trace: the database stays busy; the recording waits", "err", err)
 		}
 	}
 }
@@ -389,11 +436,11 @@ func (c *Consumer) prepare(ctx context.Context, lr *liveRun, j job, s span) (pen
 			InputTokens: s.tokIn, OutputTokens: s.tokOut, Steps: s.steps}
 		return p, true
 	case s.end:
-		open := lr.model
+		open := lr.models[s.call]
 		if open == nil {
 			return p, false
 		}
-		lr.model = nil
+		delete(lr.models, s.call)
 		raw, err := r.red.JSON(s.data)
 		data := open.data
 		if raw != nil {
@@ -415,7 +462,10 @@ func (c *Consumer) prepare(ctx context.Context, lr *liveRun, j job, s span) (pen
 	raw, err := r.red.JSON(s.data)
 	if s.open {
 		row.Status, row.Error, row.StartedAt, row.EndedAt = SpanRunning, "", ev.At, time.Time{}
-		lr.model = &openSpan{row: row, data: raw}
+		if lr.models == nil {
+			lr.models = map[*llm.Request]*openSpan{}
+		}
+		lr.models[s.call] = &openSpan{row: row, data: raw}
 	}
 	row.Data, p.err = r.sealedRow(ctx, lr, row.Seq, raw, err)
 	p.w.Span = &row

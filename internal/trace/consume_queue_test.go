@@ -249,3 +249,108 @@ func TestConsumerIgnoresEventsAfterTheEnd(t *testing.T) {
 		t.Errorf("the late event was not logged:\n%s", logs.String())
 	}
 }
+
+// endsOnly is a sink after the recording that needs only run ends, as the run-link sink.
+type endsOnly struct{ ended atomic.Int64 }
+
+func (e *endsOnly) Publish(ev agent.Event) {
+	if ev.Kind == agent.EventRunEnded {
+		e.ended.Add(1)
+	}
+}
+func (e *endsOnly) Wants(k agent.EventKind) bool { return k == agent.EventRunEnded }
+
+// TestConsumerDeltasNeverWait: token deltas are not recorded, and when no sink after
+// the recording wants them they take no room in the queue: a long reply streams on
+// while the disk is held, instead of stopping after QueueLen deltas.
+func TestConsumerDeltasNeverWait(t *testing.T) {
+	f := newFixture(t)
+	g := &gatedStore{DB: f.db, gate: make(chan struct{})}
+	ends := &endsOnly{}
+	c := trace.NewConsumer(trace.NewRecorder(g, f.red, nil), nil, ends)
+	evs := toolEvents("run-long", f.sess, 1)
+	c.Publish(evs[0])
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 3 * trace.QueueLen {
+			c.Publish(agent.Event{Kind: agent.EventText, Text: "word ", RunID: "run-long", SessionID: f.sess.ID,
+				OwnerID: f.sess.OwnerID, Seq: 2 + i})
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Error("Publish of deltas waited for the held disk")
+	}
+	close(g.gate)
+	<-done
+	end := evs[1]
+	end.Seq = 2 + 3*trace.QueueLen
+	c.Publish(end)
+	c.Close()
+	if n := ends.ended.Load(); n != 1 {
+		t.Errorf("the sink saw %d run ends, want 1", n)
+	}
+	if ri, spans, err := f.rec.Run(context.Background(), f.ann.ID, "run-long"); err != nil || ri.Status != trace.StatusComplete || len(spans) != 1 {
+		t.Errorf("run %+v with %d spans (%v), want complete with 1", ri, len(spans), err)
+	}
+}
+
+// TestConsumerWaitsOutABusyDatabase: a batch that runs out of time because the
+// database stays locked (another process, a long checkpoint) is written again, whole,
+// instead of being written a write at a time into the same lock and lost.
+func TestConsumerWaitsOutABusyDatabase(t *testing.T) {
+	f := newFixture(t)
+	var tries atomic.Int64
+	g := &gatedStore{DB: f.db, fail: func(ws []store.RunWrite) error {
+		if tries.Add(1) <= 4 {
+			return errors.Join(errors.New("store: database is locked (5) (SQLITE_BUSY)"), context.DeadlineExceeded)
+		}
+		return nil
+	}}
+	c := trace.NewConsumer(trace.NewRecorder(g, f.red, nil), nil)
+	for _, ev := range toolEvents("run-busy", f.sess, 5) {
+		c.Publish(ev)
+	}
+	c.Close()
+	ri, spans, err := f.rec.Run(context.Background(), f.ann.ID, "run-busy")
+	mustNil(t, err)
+	if ri.Status != trace.StatusComplete || len(spans) != 5 {
+		t.Errorf("run %s with %d spans, want complete with 5", ri.Status, len(spans))
+	}
+}
+
+// TestConsumerPairsOverlappingModelCalls: two model requests of one run in flight at
+// once (sampling for two parallel tool calls) each end with their own response.
+func TestConsumerPairsOverlappingModelCalls(t *testing.T) {
+	f := newFixture(t)
+	c := trace.NewConsumer(f.rec, nil)
+	reqA := &llm.Request{Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: "question A"}}}
+	reqB := &llm.Request{Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: "question B"}}}
+	respA := &llm.Response{Content: "answer A"}
+	respB := &llm.Response{Content: "answer B"}
+	evs := []agent.Event{
+		{Kind: agent.EventModelRequest, Model: "m", Request: reqA, Purpose: "sampling:a"},
+		{Kind: agent.EventModelRequest, Model: "m", Request: reqB, Purpose: "sampling:b"},
+		{Kind: agent.EventModelResponse, Model: "m", Request: reqA, Response: respA, Purpose: "sampling:a"},
+		{Kind: agent.EventModelResponse, Model: "m", Request: reqB, Response: respB, Purpose: "sampling:b"},
+		{Kind: agent.EventRunEnded, Totals: &agent.RunTotals{Status: store.StatusComplete}},
+	}
+	for i := range evs {
+		evs[i].RunID, evs[i].Seq, evs[i].SessionID, evs[i].OwnerID, evs[i].At = "run-overlap", i+1, f.sess.ID, f.sess.OwnerID, time.Now()
+		c.Publish(evs[i])
+	}
+	c.Close()
+	_, spans, err := f.rec.Run(context.Background(), f.ann.ID, "run-overlap")
+	mustNil(t, err)
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	for i, want := range []string{"A", "B"} {
+		s := spans[i]
+		if s.Status == trace.SpanRunning || !bytes.Contains(s.Data, []byte("question "+want)) || !bytes.Contains(s.Data, []byte("answer "+want)) {
+			t.Errorf("span %d: %s %s, want question and answer %s", s.Seq, s.Status, s.Data, want)
+		}
+	}
+}
