@@ -10,9 +10,11 @@ import (
 	_ "image/jpeg" //
 	_ "image/png"  //
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -31,20 +33,28 @@ import (
 // unsent until a message uses it), the view and download, and the check at send time.
 
 // Limits on attached files. An image is sent to the model base64-encoded, a third
-// larger; providers refuse images over 5 MB (Anthropic) or 20 MB (OpenAI), and both
-// scale down anything larger than about 1,600–2,000 pixels, so more would only cost.
+// larger; Anthropic refuses an image whose base64 is over 5 MB (5,242,880 bytes), so
+// an image may have at most 3,750,000 bytes (5,000,000 in base64), and a request over
+// 32 MB, so one message's files stay at 15 MB (20 MB in base64) and within what
+// contextwin sends of images in one request. Providers scale down anything larger
+// than about 1,600–2,000 pixels, so more would only cost.
 const (
-	maxImageBytes      = 5 << 20
+	maxImageBytes      = 3_750_000
+	maxUploadBytes     = 5 << 20 // what is read of an upload: a PDF may be this large
 	maxTextFileBytes   = 1 << 20
 	maxImageSide       = 8000       // pixels, either side
-	maxImagePixels     = 24_000_000 // width × height, which bounds the decode's memory (~96 MB)
+	maxImagePixels     = 24_000_000 // width × height
 	maxFilesPerMessage = 8
-	maxMessageFiles    = 20 << 20 // all the files of one message together
-	maxUnsentFiles     = 32       // uploads of one user not yet sent
+	maxMessageFiles    = 15_000_000 // all the files of one message together
+	maxUnsentFiles     = 32         // uploads of one user not yet sent
 	unsentFileTTL      = 24 * time.Hour
-	uploadBodyLimit    = maxImageBytes + formBodyLimit // one file and the CSRF field
+	uploadBodyLimit    = maxUploadBytes + formBodyLimit // one file and the CSRF field
 	maxFileNameBytes   = 200
 )
+
+// A message's images must fit one request's image budget, or they would be left out
+// of the very turn that sends them.
+const _ = uint(contextwin.MaxRequestImageBytes - maxMessageFiles)
 
 // fileJSON is what an upload answers: what the composer's chip shows, and the id the
 // send names.
@@ -82,7 +92,7 @@ func (s *Server) uploadFile(c echo.Context) error {
 	if err != nil {
 		return errs.Wrap(errs.Invalid, err, "The file could not be read.")
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxImageBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, maxUploadBytes+1))
 	f.Close()
 	if err != nil {
 		return errs.Wrap(errs.Invalid, err, "The file could not be read.")
@@ -178,7 +188,7 @@ func checkFile(name string, data []byte) (store.Attachment, error) {
 	sniffed := http.DetectContentType(data)
 	if format, ok := imageTypes[sniffed]; ok {
 		if len(data) > maxImageBytes {
-			return a, errs.E(errs.TooLarge, "%s is larger than %s, the limit for an image.", name, byteSize(maxImageBytes))
+			return a, errs.E(errs.TooLarge, "%s is larger than %s, the limit for an image (what a model takes).", name, megabytes(maxImageBytes))
 		}
 		cfg, got, err := image.DecodeConfig(bytes.NewReader(data))
 		if err != nil || got != format {
@@ -209,6 +219,12 @@ func checkFile(name string, data []byte) (store.Attachment, error) {
 	}
 	a.Kind, a.MIME, a.Data = store.AttachText, textType(name), text
 	return a, nil
+}
+
+// megabytes writes n bytes in MB (10⁶ bytes), as the providers state their limits:
+// 3750000 is "3.75 MB".
+func megabytes(n int64) string {
+	return strconv.FormatFloat(math.Round(float64(n)/1e4)/100, 'f', -1, 64) + " MB"
 }
 
 // textType names a text file's kind for the model from its extension (the content is
@@ -331,7 +347,7 @@ func (s *Server) checkSendFiles(ctx context.Context, ss store.Session, ids []str
 		}
 	}
 	if size > maxMessageFiles {
-		return nil, errs.E(errs.TooLarge, "The attached files come to %s: at most %s per message. Nothing was sent.", byteSize(size), byteSize(maxMessageFiles))
+		return nil, errs.E(errs.TooLarge, "The attached files come to %s: at most %s per message. Nothing was sent.", megabytes(size), megabytes(maxMessageFiles))
 	}
 	if limit := s.fileTokenLimit(ctx, ss.Model); tokens > limit {
 		return nil, errs.E(errs.TooLarge, "The attached files are about %d tokens: this chat's model takes at most %d tokens of files in one message (half of its context). Remove some; nothing was sent.",

@@ -195,6 +195,14 @@ func TestFileUploadChecks(t *testing.T) {
 		}
 	}
 
+	// Anthropic refuses an image whose base64 is over 5 MB, for every later turn of the
+	// chat too: 3,750,000 bytes is the most an image may have. (PNG decoding stops at
+	// the end chunk, so padding makes a valid image of any size.)
+	padded := func(n int) []byte { return append(pngImage(t, 4, 4), make([]byte, n-len(pngImage(t, 4, 4)))...) }
+	if u := admin.uploadOK(id, "limit.png", padded(3_750_000)); u.Kind != "image" {
+		t.Errorf("an image of exactly the limit: %+v", u)
+	}
+
 	broken := pngImage(t, 50, 50)
 	broken = broken[:len(broken)-30] // the header decodes, the pixels do not
 	cases := []struct {
@@ -206,6 +214,7 @@ func TestFileUploadChecks(t *testing.T) {
 		{"blob.bin", []byte{0x00, 0x01, 0x02, 0xff, 0xfe}, http.StatusBadRequest, "binary file"},
 		{"doc.pdf", []byte("%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n"), http.StatusBadRequest, "doc.pdf: this PDF could not be read: it is damaged"},
 		{"broken.png", broken, http.StatusBadRequest, "not a readable PNG"},
+		{"big.png", padded(3_750_001), http.StatusRequestEntityTooLarge, "big.png is larger than 3.75 MB, the limit for an image"},
 		{"wide.png", pngImage(t, 8001, 1), http.StatusRequestEntityTooLarge, "at most 8000 on a side"},
 		{"big.txt", bytes.Repeat([]byte("a"), 1<<20+1), http.StatusRequestEntityTooLarge, "1 MiB"},
 		{"huge.txt", bytes.Repeat([]byte("a"), 6<<20), http.StatusRequestEntityTooLarge, "at most 5184 KiB"},
