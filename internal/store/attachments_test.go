@@ -141,3 +141,52 @@ func TestAttachmentsKeepUploadOrder(t *testing.T) {
 		t.Errorf("edited version's order %q, want %q", got, strings.Join(want, " "))
 	}
 }
+
+// A fork carries the files of the messages it copies, as copies of its own (same bytes,
+// same order): a message that was files alone would otherwise be empty and cut.
+func TestForkKeepsAttachments(t *testing.T) {
+	db := mustOpen(t)
+	ctx := context.Background()
+	u := mustUser(t, db, "ann", store.RoleUser)
+	mustSession(t, db, "src", u.ID)
+	send := func(text string, files ...store.Attachment) {
+		m := &store.Message{SessionID: "src", Role: store.RoleUser, Content: text}
+		for _, a := range files {
+			a.OwnerID, a.SessionID = u.ID, "src"
+			mustNil(t, db.CreateAttachment(ctx, &a))
+			m.Attachments = append(m.Attachments, store.Attachment{ID: a.ID})
+		}
+		mustNil(t, db.AppendMessage(ctx, m))
+		mustNil(t, db.AppendMessage(ctx, &store.Message{SessionID: "src", Role: store.RoleAssistant, Content: "ok"}))
+	}
+	send("", store.Attachment{ID: "f-2", Name: "b.png", Kind: store.AttachImage, MIME: "image/png", Width: 4, Height: 4, Tokens: 85, Data: []byte("\x89PNG-b")},
+		store.Attachment{ID: "f-1", Name: "a.md", Kind: store.AttachText, MIME: "text/markdown", Tokens: 3, Data: []byte("# a")})
+	send("plain")
+	send("one more", store.Attachment{ID: "f-3", Name: "c.txt", Kind: store.AttachText, MIME: "text/plain", Tokens: 1, Data: []byte("c")})
+
+	dst := store.Session{ID: "fork", Title: "Fork", Model: "1:m"}
+	mustNil(t, db.ForkSession(ctx, u.ID, "src", 6, &dst))
+	describe := func(sessionID string) string {
+		msgs, err := db.LoadContextMessages(ctx, sessionID, 0, 0)
+		mustNil(t, err)
+		var out []string
+		for _, m := range msgs {
+			for _, a := range m.Attachments {
+				if a.SessionID != sessionID || a.MessageID != m.ID {
+					t.Errorf("%s: file %s belongs to %s/%d, not message %d", sessionID, a.Name, a.SessionID, a.MessageID, m.ID)
+				}
+				out = append(out, fmt.Sprintf("%d:%s:%s:%s:%dx%d:%d", m.Seq, a.Name, a.MIME, a.Data, a.Width, a.Height, a.Tokens))
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	want := describe("src")
+	if got := describe("fork"); got != want || want == "" {
+		t.Errorf("the fork's files are %q, want %q", got, want)
+	}
+	// The copies are the fork's own: deleting the source leaves them.
+	mustNil(t, db.DeleteSession(ctx, "src", u.ID))
+	if got := describe("fork"); got != want {
+		t.Errorf("after the source's deletion the fork's files are %q, want %q", got, want)
+	}
+}
