@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -181,26 +182,30 @@ func (db *DB) messageAttachments(ctx context.Context, sessionID string, messageI
 	if len(messageIDs) == 0 {
 		return nil, nil
 	}
-	lo, hi := messageIDs[0], messageIDs[0]
-	for _, id := range messageIDs {
-		lo, hi = min(lo, id), max(hi, id)
-	}
 	cols := attachmentCols
 	if withData {
 		cols += ", data"
 	}
-	rows, err := db.pool.QueryContext(ctx, `SELECT `+cols+` FROM attachments
-		WHERE session_id = ? AND message_id BETWEEN ? AND ? ORDER BY message_id, rowid`, sessionID, lo, hi)
-	if err != nil {
-		return nil, fmt.Errorf("store: message attachments: %w", err)
-	}
-	list, err := scanAll(rows, func(r scanner) (Attachment, error) { return scanAttachment(r, withData) })
-	if err != nil {
-		return nil, fmt.Errorf("store: message attachments: %w", err)
-	}
+	// Exactly the messages asked for: a range of ids would also read the files of every
+	// version between them that is not on screen (an edit copies its message's files).
 	out := map[int64][]Attachment{}
-	for _, a := range list {
-		out[a.MessageID] = append(out[a.MessageID], a)
+	for chunk := range slices.Chunk(messageIDs, 500) {
+		args := []any{sessionID}
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		rows, err := db.pool.QueryContext(ctx, `SELECT `+cols+` FROM attachments
+			WHERE session_id = ? AND message_id IN (?`+strings.Repeat(",?", len(chunk)-1)+`) ORDER BY message_id, rowid`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: message attachments: %w", err)
+		}
+		list, err := scanAll(rows, func(r scanner) (Attachment, error) { return scanAttachment(r, withData) })
+		if err != nil {
+			return nil, fmt.Errorf("store: message attachments: %w", err)
+		}
+		for _, a := range list {
+			out[a.MessageID] = append(out[a.MessageID], a)
+		}
 	}
 	return out, nil
 }

@@ -190,3 +190,51 @@ func TestForkKeepsAttachments(t *testing.T) {
 		t.Errorf("after the source's deletion the fork's files are %q, want %q", got, want)
 	}
 }
+
+// The files of a chat's messages are read for exactly the messages asked for: after
+// five edits of a message with a file, the five versions off screen (each with its
+// copy of the file) are not read with the one on screen.
+func TestMessageAttachmentsReadOnlyThoseAsked(t *testing.T) {
+	db := mustOpen(t)
+	ctx := context.Background()
+	u := mustUser(t, db, "ann", store.RoleUser)
+	mustSession(t, db, "s1", u.ID)
+	send := func(text, fileID string) *store.Message {
+		a := store.Attachment{ID: fileID, OwnerID: u.ID, SessionID: "s1", Name: fileID + ".txt", Kind: store.AttachText, MIME: "text/plain",
+			Data: []byte(strings.Repeat("x", 1000))}
+		mustNil(t, db.CreateAttachment(ctx, &a))
+		m := &store.Message{SessionID: "s1", Role: store.RoleUser, Content: text, Attachments: []store.Attachment{{ID: a.ID}}}
+		mustNil(t, db.AppendMessage(ctx, m))
+		mustNil(t, db.AppendMessage(ctx, &store.Message{SessionID: "s1", Role: store.RoleAssistant, Content: "ok"}))
+		return m
+	}
+	first := send("first", "f-1")
+	last := send("second", "f-2")
+	for i := range 5 {
+		edited := &store.Message{SessionID: "s1", Role: store.RoleUser, Content: fmt.Sprintf("second, edit %d", i+1)}
+		mustNil(t, db.EditUserMessage(ctx, last.ID, edited))
+		mustNil(t, db.AppendMessage(ctx, &store.Message{SessionID: "s1", Role: store.RoleAssistant, Content: "ok"}))
+		last = edited
+	}
+	for name, read := range map[string]func(context.Context, string, []int64) (map[int64][]store.Attachment, error){
+		"page": db.MessageAttachments, "export": db.MessageFiles,
+	} {
+		got, err := read(ctx, "s1", []int64{first.ID, last.ID})
+		mustNil(t, err)
+		n := 0
+		for id, list := range got {
+			if id != first.ID && id != last.ID {
+				t.Errorf("%s: read the files of message %d, which was not asked for", name, id)
+			}
+			n += len(list)
+		}
+		if n != 2 || len(got[first.ID]) != 1 || len(got[last.ID]) != 1 {
+			t.Errorf("%s: read %d files of %d messages, want 2 of 2", name, n, len(got))
+		}
+	}
+	msgs, err := db.LoadContextMessages(ctx, "s1", 0, 0)
+	mustNil(t, err)
+	if len(msgs) != 4 || len(msgs[2].Attachments) != 1 || msgs[2].Content != "second, edit 5" {
+		t.Errorf("context messages = %+v", msgs)
+	}
+}
