@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"image/color"
 	_ "image/gif"  // decoders for the upload check
 	_ "image/jpeg" //
 	_ "image/png"  //
@@ -44,6 +45,7 @@ const (
 	maxTextFileBytes   = 1 << 20
 	maxImageSide       = 8000       // pixels, either side
 	maxImagePixels     = 24_000_000 // width × height
+	maxDecodeBytes     = 96_000_000 // what a decode may allocate: 24 megapixels of 4 bytes
 	maxFilesPerMessage = 8
 	maxMessageFiles    = 15_000_000 // all the files of one message together
 	maxUnsentFiles     = 32         // uploads of one user not yet sent
@@ -97,6 +99,7 @@ func (s *Server) uploadFile(c echo.Context) error {
 	if err != nil {
 		return errs.Wrap(errs.Invalid, err, "The file could not be read.")
 	}
+	// Checked again when it is stored (parallel uploads); this spares the decode.
 	if pending, err := s.Store.CountUnsentAttachments(ctx, ss.OwnerID); err != nil {
 		return err
 	} else if pending >= maxUnsentFiles {
@@ -106,7 +109,7 @@ func (s *Server) uploadFile(c echo.Context) error {
 	if pdftext.IsPDF(data) {
 		a, err = s.pdfFile(ctx, fileName(fh.Filename), data)
 	} else {
-		a, err = checkFile(fileName(fh.Filename), data)
+		a, err = checkFile(ctx, fileName(fh.Filename), data)
 	}
 	if err != nil {
 		return err
@@ -119,7 +122,7 @@ func (s *Server) uploadFile(c echo.Context) error {
 		}
 	}
 	a.ID, a.OwnerID, a.SessionID = uuid.NewString(), ss.OwnerID, ss.ID
-	if err := s.Store.CreateAttachment(ctx, &a); err != nil {
+	if err := s.Store.CreateAttachment(ctx, &a, maxUnsentFiles); err != nil {
 		if errs.Is(err, errs.NotFound) {
 			return echo.ErrNotFound
 		}
@@ -179,11 +182,36 @@ func fileName(raw string) string {
 // imageTypes are the raster formats models take, by the type the content sniffs as.
 var imageTypes = map[string]string{"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
 
+// imageDecodes bounds how many images decode at once (each may take maxDecodeBytes),
+// as the PDF reader bounds its children.
+var imageDecodes = make(chan struct{}, 2)
+
+// decodeBytes is about what decoding an image of cfg allocates: its pixels times the
+// bytes of one pixel in the decoder's color model (a 16-bit PNG takes 8 a pixel).
+func decodeBytes(cfg image.Config) int64 {
+	per := int64(8) // any other model: assume the widest
+	switch cfg.ColorModel {
+	case color.GrayModel, color.AlphaModel:
+		per = 1
+	case color.Gray16Model, color.Alpha16Model:
+		per = 2
+	case color.YCbCrModel:
+		per = 3 // 4:4:4 at most
+	case color.RGBAModel, color.NRGBAModel, color.CMYKModel, color.NYCbCrAModel:
+		per = 4
+	}
+	if _, ok := cfg.ColorModel.(color.Palette); ok {
+		per = 1
+	}
+	return int64(cfg.Width) * int64(cfg.Height) * per
+}
+
 // checkFile decides what data is by its content, never by its name or the browser's
-// claim, and checks it: an image must decode whole within the pixel limits; text must
-// be UTF-8 without NUL bytes (a byte-order mark is dropped). Errors are errs.Invalid
-// or errs.TooLarge and say what is accepted.
-func checkFile(name string, data []byte) (store.Attachment, error) {
+// claim, and checks it: an image must decode whole within the pixel and memory limits
+// (at most two at once; waiting ends with ctx); text must be UTF-8 without NUL bytes
+// (a byte-order mark is dropped). Errors are errs.Invalid or errs.TooLarge and say
+// what is accepted.
+func checkFile(ctx context.Context, name string, data []byte) (store.Attachment, error) {
 	a := store.Attachment{Name: name}
 	sniffed := http.DetectContentType(data)
 	if format, ok := imageTypes[sniffed]; ok {
@@ -197,9 +225,20 @@ func checkFile(name string, data []byte) (store.Attachment, error) {
 		if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > maxImageSide || cfg.Height > maxImageSide || cfg.Width*cfg.Height > maxImagePixels {
 			return a, errs.E(errs.TooLarge, "%s is %d×%d pixels: at most %d on a side and %d megapixels.", name, cfg.Width, cfg.Height, maxImageSide, maxImagePixels/1_000_000)
 		}
+		if n := decodeBytes(cfg); n > maxDecodeBytes {
+			return a, errs.E(errs.TooLarge, "%s is %d×%d pixels of %d bytes each, %s to decode: at most %s. Save it with 8 bits per channel or smaller.",
+				name, cfg.Width, cfg.Height, n/(int64(cfg.Width)*int64(cfg.Height)), megabytes(n), megabytes(maxDecodeBytes))
+		}
+		select {
+		case imageDecodes <- struct{}{}:
+		case <-ctx.Done():
+			return a, fmt.Errorf("web: check image: %w", ctx.Err())
+		}
 		// The whole image must decode: a file that only starts like one is refused here,
 		// not by the provider in the middle of a chat.
-		if _, _, err := image.Decode(bytes.NewReader(data)); err != nil {
+		_, _, err = image.Decode(bytes.NewReader(data))
+		<-imageDecodes
+		if err != nil {
 			return a, errs.E(errs.Invalid, "%s is not a readable %s image (%s).", name, strings.ToUpper(format), err.Error())
 		}
 		a.Kind, a.MIME, a.Width, a.Height, a.Data = store.AttachImage, sniffed, cfg.Width, cfg.Height, data

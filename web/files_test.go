@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"atrium/internal/config"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/testkit"
+	"atrium/web"
 )
 
 // pngImage is a w×h PNG.
@@ -379,5 +382,88 @@ func TestFilesExportImportRoundTrip(t *testing.T) {
 	}
 	if sessions, _ := env.db.OwnerSessions(context.Background(), env.userID("bob")); len(sessions) != 1 {
 		t.Errorf("a failed import stored %d chats", len(sessions)-1)
+	}
+}
+
+// A 16-bit PNG takes 8 bytes a pixel to decode: one of 3500×3500 pixels (98 MB
+// decoded, a few hundred KB on disk) is refused from its header, before it is decoded,
+// though its pixel count is within the limit.
+func TestWideImageRefusedBeforeDecoding(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	id := admin.newSession()
+	// Every row is the same memory (stride 0), so the encoder needs no 98 MB either.
+	const side = 3500
+	img := &image.NRGBA64{Pix: make([]byte, 8*side), Stride: 0, Rect: image.Rect(0, 0, side, side)}
+	for i := range img.Pix {
+		img.Pix[i] = byte(i * 7)
+	}
+	var b bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	r := admin.upload(id, "deep.png", b.Bytes())
+	if r.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(r.body, "deep.png is 3500×3500 pixels of 8 bytes each, 98 MB to decode: at most 96 MB") {
+		t.Errorf("a 16-bit %d-byte PNG of %d×%d: %d %q", b.Len(), side, side, r.StatusCode, r.body)
+	}
+}
+
+// Parallel uploads cannot all pass the check of unsent files: exactly maxUnsentFiles
+// (32) are stored, the others are refused with the reason.
+func TestParallelUploadsKeepTheUnsentLimit(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	id := admin.newSession()
+	admin.token() // fetched once, before the uploads share it
+	const n = 48
+	codes := make(chan response, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { codes <- admin.upload(id, fmt.Sprintf("f%d.txt", i), []byte(strings.Repeat("word ", 2000))) })
+	}
+	wg.Wait()
+	close(codes)
+	ok, refused := 0, 0
+	for r := range codes {
+		switch {
+		case r.StatusCode == http.StatusOK:
+			ok++
+		case r.StatusCode == http.StatusConflict && strings.Contains(r.body, "not sent yet"):
+			refused++
+		default:
+			t.Errorf("upload: %d %q", r.StatusCode, r.body)
+		}
+	}
+	stored, err := env.db.CountUnsentAttachments(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok != 32 || refused != n-32 || stored != 32 {
+		t.Errorf("%d uploads stored (%d unsent in the database), %d refused; want 32 and %d", ok, stored, refused, n-32)
+	}
+}
+
+// At most two images decode at once: an upload waits while both slots are taken, and
+// goes on when one frees.
+func TestImageDecodesWaitForASlot(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	id := admin.newSession()
+	admin.token()
+	release := web.HoldImageDecodes()
+	done := make(chan response, 1)
+	go func() { done <- admin.upload(id, "p.png", pngImage(t, 8, 8)) }()
+	select {
+	case r := <-done:
+		release()
+		t.Fatalf("the upload decoded while every slot was taken: %d %q", r.StatusCode, r.body)
+	case <-time.After(300 * time.Millisecond):
+	}
+	release()
+	select {
+	case r := <-done:
+		wantStatus(t, r, http.StatusOK)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upload still waits after the slots were freed")
 	}
 }

@@ -57,19 +57,33 @@ func scanAttachment(row scanner, withData bool) (Attachment, error) {
 const attachmentNotFound = "file not found"
 
 // CreateAttachment stores an upload (MessageID 0) of session a.SessionID for owner
-// a.OwnerID; the caller supplies a.ID (random) and has checked the content. A
-// missing or foreign session is errs.NotFound.
-func (db *DB) CreateAttachment(ctx context.Context, a *Attachment) error {
+// a.OwnerID; the caller supplies a.ID (random) and has checked the content. With
+// maxUnsent > 0 the owner may have at most that many uploads no message uses: one
+// more is errs.Conflict, counted in the insert's transaction, so parallel uploads
+// cannot all pass. A missing or foreign session is errs.NotFound.
+func (db *DB) CreateAttachment(ctx context.Context, a *Attachment, maxUnsent int) error {
 	if a.Kind != AttachText && a.Kind != AttachImage {
 		return fmt.Errorf("store: create attachment: %w", errs.E(errs.Invalid, "unknown attachment kind %q", a.Kind))
 	}
 	now := db.now()
-	res, err := db.exec(ctx, `INSERT INTO attachments (id, owner_id, session_id, name, kind, mime, size, width, height, tokens, data, created_at)
-		SELECT ?, ?, id, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM sessions WHERE id = ? AND owner_id = ?`,
-		a.ID, a.OwnerID, a.Name, a.Kind, a.MIME, len(a.Data), a.Width, a.Height, a.Tokens, a.Data, ms(now), a.SessionID, a.OwnerID)
-	if err == nil {
-		err = mustAffect(res, sessionNotFound)
-	}
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		if maxUnsent > 0 {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM attachments WHERE owner_id = ? AND message_id IS NULL`, a.OwnerID).Scan(&n); err != nil {
+				return err
+			}
+			if n >= maxUnsent {
+				return errs.E(errs.Conflict, "You have %d attached files that are not sent yet: send or remove some first.", n)
+			}
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO attachments (id, owner_id, session_id, name, kind, mime, size, width, height, tokens, data, created_at)
+			SELECT ?, ?, id, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM sessions WHERE id = ? AND owner_id = ?`,
+			a.ID, a.OwnerID, a.Name, a.Kind, a.MIME, len(a.Data), a.Width, a.Height, a.Tokens, a.Data, ms(now), a.SessionID, a.OwnerID)
+		if err == nil {
+			err = mustAffect(res, sessionNotFound)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store: create attachment: %w", err)
 	}

@@ -30,11 +30,11 @@ func TestAttachmentsBindToTheirMessage(t *testing.T) {
 		Tokens: 7, Data: []byte("# notes")}
 	elsewhere := store.Attachment{ID: "f-s2", OwnerID: u.ID, SessionID: "s2", Name: "x.txt", Kind: store.AttachText, MIME: "text/plain", Data: []byte("x")}
 	for _, a := range []*store.Attachment{&img, &txt, &elsewhere} {
-		mustNil(t, db.CreateAttachment(ctx, a))
+		mustNil(t, db.CreateAttachment(ctx, a, 0))
 	}
 	// Into another user's chat: not found.
 	foreign := store.Attachment{ID: "f-b", OwnerID: u.ID, SessionID: "b1", Name: "y", Kind: store.AttachText, MIME: "text/plain", Data: []byte("y")}
-	if err := db.CreateAttachment(ctx, &foreign); errs.Code(err) != errs.NotFound {
+	if err := db.CreateAttachment(ctx, &foreign, 0); errs.Code(err) != errs.NotFound {
 		t.Errorf("upload into another user's chat: %v", err)
 	}
 	if got, err := db.UnsentAttachments(ctx, "s1", u.ID, []string{"f-txt", "f-img"}); err != nil || len(got) != 2 || got[0].ID != "f-txt" || got[1].Data != nil {
@@ -111,7 +111,7 @@ func TestAttachmentsKeepUploadOrder(t *testing.T) {
 	for i := range 6 {
 		a := store.Attachment{ID: fmt.Sprintf("f-%d", 9-i), OwnerID: u.ID, SessionID: "s1", Name: fmt.Sprintf("n%d.txt", i),
 			Kind: store.AttachText, MIME: "text/plain", Data: []byte("x")}
-		mustNil(t, db.CreateAttachment(ctx, &a))
+		mustNil(t, db.CreateAttachment(ctx, &a, 0))
 		ids = append(ids, a.ID)
 		want = append(want, a.Name)
 	}
@@ -153,7 +153,7 @@ func TestForkKeepsAttachments(t *testing.T) {
 		m := &store.Message{SessionID: "src", Role: store.RoleUser, Content: text}
 		for _, a := range files {
 			a.OwnerID, a.SessionID = u.ID, "src"
-			mustNil(t, db.CreateAttachment(ctx, &a))
+			mustNil(t, db.CreateAttachment(ctx, &a, 0))
 			m.Attachments = append(m.Attachments, store.Attachment{ID: a.ID})
 		}
 		mustNil(t, db.AppendMessage(ctx, m))
@@ -202,7 +202,7 @@ func TestMessageAttachmentsReadOnlyThoseAsked(t *testing.T) {
 	send := func(text, fileID string) *store.Message {
 		a := store.Attachment{ID: fileID, OwnerID: u.ID, SessionID: "s1", Name: fileID + ".txt", Kind: store.AttachText, MIME: "text/plain",
 			Data: []byte(strings.Repeat("x", 1000))}
-		mustNil(t, db.CreateAttachment(ctx, &a))
+		mustNil(t, db.CreateAttachment(ctx, &a, 0))
 		m := &store.Message{SessionID: "s1", Role: store.RoleUser, Content: text, Attachments: []store.Attachment{{ID: a.ID}}}
 		mustNil(t, db.AppendMessage(ctx, m))
 		mustNil(t, db.AppendMessage(ctx, &store.Message{SessionID: "s1", Role: store.RoleAssistant, Content: "ok"}))
