@@ -467,3 +467,29 @@ func TestImageDecodesWaitForASlot(t *testing.T) {
 		t.Fatal("the upload still waits after the slots were freed")
 	}
 }
+
+// Removing an upload, or its expiry, deletes its bytes from every database file, the
+// WAL included (secure_delete zeroes the pages; the checkpoint takes the old ones out
+// of the WAL).
+func TestRemovedUploadLeavesNoBytes(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	id := admin.newSession()
+	removed := "zq-removed-secret-" + strings.Repeat("5", 40)
+	expired := "zq-expired-secret-" + strings.Repeat("6", 40)
+	f := admin.uploadOK(id, "removed.txt", []byte(removed))
+	admin.uploadOK(id, "expired.txt", []byte(expired))
+	if all := env.dbFiles(); !bytes.Contains(all, []byte(removed)) || !bytes.Contains(all, []byte(expired)) {
+		t.Fatal("the uploads are not in the database files (the test would prove nothing)")
+	}
+	wantStatus(t, admin.post("/files/"+f.ID+"/delete", nil), http.StatusNoContent)
+	if bytes.Contains(env.dbFiles(), []byte(removed)) {
+		t.Error("the removed upload is still in the database files")
+	}
+	if n, err := env.db.PruneUnsentAttachments(context.Background(), time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("pruned %d: %v", n, err)
+	}
+	if bytes.Contains(env.dbFiles(), []byte(expired)) {
+		t.Error("the expired upload is still in the database files")
+	}
+}

@@ -142,7 +142,8 @@ func (db *DB) UnsentAttachments(ctx context.Context, sessionID string, owner int
 	return out, nil
 }
 
-// DeleteUnsentAttachment deletes an upload of owner that no message uses yet.
+// DeleteUnsentAttachment deletes an upload of owner that no message uses yet, then
+// checkpoints the WAL (as DeleteSession: the file's bytes would linger in the WAL).
 // Missing, foreign or sent is errs.NotFound.
 func (db *DB) DeleteUnsentAttachment(ctx context.Context, id string, owner int64) error {
 	res, err := db.exec(ctx, `DELETE FROM attachments WHERE id = ? AND owner_id = ? AND message_id IS NULL`, id, owner)
@@ -152,11 +153,12 @@ func (db *DB) DeleteUnsentAttachment(ctx context.Context, id string, owner int64
 	if err != nil {
 		return fmt.Errorf("store: delete attachment: %w", err)
 	}
-	return nil
+	return db.Checkpoint(ctx)
 }
 
 // PruneUnsentAttachments deletes the uploads older than before that no message uses
-// (a page closed before sending) and reports how many went.
+// (a page closed before sending), checkpointing the WAL when any went, and reports
+// how many went.
 func (db *DB) PruneUnsentAttachments(ctx context.Context, before time.Time) (int64, error) {
 	res, err := db.exec(ctx, `DELETE FROM attachments WHERE message_id IS NULL AND created_at < ?`, ms(before))
 	if err != nil {
@@ -165,6 +167,9 @@ func (db *DB) PruneUnsentAttachments(ctx context.Context, before time.Time) (int
 	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, fmt.Errorf("store: prune attachments: %w", err)
+	}
+	if n > 0 {
+		return n, db.Checkpoint(ctx)
 	}
 	return n, nil
 }
