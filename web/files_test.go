@@ -169,7 +169,8 @@ func TestAttachedFilesReachTheModel(t *testing.T) {
 
 // The content decides what a file is, never its name: an image named .txt is an
 // image, text named .png is text, SVG and HTML are text and are only ever downloaded
-// as plain text; binaries, broken images and oversized ones are refused with the limit.
+// as plain text, and no file is kept by a cache; binaries, broken images and oversized
+// ones are refused with the limit.
 func TestFileUploadChecks(t *testing.T) {
 	env := newTestEnv(t)
 	admin := env.setup()
@@ -178,6 +179,8 @@ func TestFileUploadChecks(t *testing.T) {
 
 	if u := admin.uploadOK(id, "photo.txt", pngImage(t, 4, 4)); u.Kind != "image" || u.MIME != "image/png" {
 		t.Errorf("a PNG named .txt: %+v", u)
+	} else if r := admin.get(u.URL); r.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("an image is served with Cache-Control %q, want no-store", r.Header.Get("Cache-Control"))
 	}
 	if u := admin.uploadOK(id, "fake.png", []byte("just text, not a PNG")); u.Kind != "text" {
 		t.Errorf("text named .png: %+v", u)
@@ -193,8 +196,8 @@ func TestFileUploadChecks(t *testing.T) {
 		r := admin.get(u.URL)
 		if ct, cd := r.Header.Get("Content-Type"), r.Header.Get("Content-Disposition"); ct != "text/plain; charset=utf-8" ||
 			!strings.HasPrefix(cd, "attachment") || r.Header.Get("X-Content-Type-Options") != "nosniff" ||
-			!strings.Contains(r.Header.Get("Content-Security-Policy"), "sandbox") {
-			t.Errorf("%s served as %s / %s", name, ct, cd)
+			!strings.Contains(r.Header.Get("Content-Security-Policy"), "sandbox") || r.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s served as %s / %s (Cache-Control %q)", name, ct, cd, r.Header.Get("Cache-Control"))
 		}
 	}
 
