@@ -49,7 +49,7 @@ const (
 	maxFilesPerMessage = 8
 	maxMessageFiles    = 15_000_000 // all the files of one message together
 	maxUnsentFiles     = 32         // uploads of one user not yet sent
-	unsentFileTTL      = 24 * time.Hour
+	unsentFileTTL      = store.UnsentAttachmentTTL
 	uploadBodyLimit    = maxUploadBytes + formBodyLimit // one file and the CSRF field
 	maxFileNameBytes   = 200
 )

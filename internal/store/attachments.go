@@ -156,6 +156,9 @@ func (db *DB) DeleteUnsentAttachment(ctx context.Context, id string, owner int64
 	return db.Checkpoint(ctx)
 }
 
+// UnsentAttachmentTTL is how long an upload no message uses is kept (PruneUnsentAttachments).
+const UnsentAttachmentTTL = 24 * time.Hour
+
 // PruneUnsentAttachments deletes the uploads older than before that no message uses
 // (a page closed before sending), checkpointing the WAL when any went, and reports
 // how many went.
