@@ -246,7 +246,17 @@ func checkFile(ctx context.Context, name string, data []byte) (store.Attachment,
 		return a, nil
 	}
 	text := bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
-	if !utf8.Valid(text) || bytes.IndexByte(text, 0) >= 0 {
+	// A file over the limit is judged by its head (cut at a character): what was read
+	// of a larger upload may end inside a character, and it is too large, not binary.
+	head := text
+	if len(head) > maxTextFileBytes {
+		cut := maxTextFileBytes
+		for cut > maxTextFileBytes-utf8.UTFMax && !utf8.RuneStart(head[cut]) {
+			cut--
+		}
+		head = head[:cut]
+	}
+	if !utf8.Valid(head) || bytes.IndexByte(head, 0) >= 0 {
 		what := "a binary file"
 		if sniffed == "application/pdf" {
 			what = "a PDF (an import carries a PDF's text, as Atrium exports it, not the PDF)"

@@ -224,6 +224,9 @@ func TestFileUploadChecks(t *testing.T) {
 		{"wide.png", pngImage(t, 8001, 1), http.StatusRequestEntityTooLarge, "at most 8000 on a side"},
 		{"big.txt", bytes.Repeat([]byte("a"), 1<<20+1), http.StatusRequestEntityTooLarge, "1 MiB"},
 		{"huge.txt", bytes.Repeat([]byte("a"), 6<<20), http.StatusRequestEntityTooLarge, "at most 5184 KiB"},
+		// Longer than what is read of an upload (5 MiB), which then ends inside an "é".
+		{"accents.txt", bytes.Repeat([]byte("é"), (5<<20+1024)/2), http.StatusRequestEntityTooLarge, "accents.txt is larger than 1 MiB, the limit for a text file"},
+		{"big.bin", append(bytes.Repeat([]byte("a"), 1000), make([]byte, 2<<20)...), http.StatusBadRequest, "binary file"},
 	}
 	for _, c := range cases {
 		r := admin.upload(id, c.name, c.data)
