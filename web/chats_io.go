@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -251,7 +252,7 @@ func (s *Server) importChats(c echo.Context) error {
 	} else if ok {
 		data = file
 	}
-	chats, err := parseChatsImport(data)
+	chats, err := parseChatsImport(c.Request().Context(), data)
 	if err == nil {
 		for i := range chats {
 			chats[i].ID = s.NewID()
@@ -278,8 +279,8 @@ func (s *Server) importChats(c echo.Context) error {
 
 // importedFile checks an exported file as an upload is checked and returns it ready to
 // store (without id, owner or chat).
-func importedFile(f fileExport) (store.Attachment, error) {
-	a, err := checkFile(fileName(f.Name), f.Data)
+func importedFile(ctx context.Context, f fileExport) (store.Attachment, error) {
+	a, err := checkFile(ctx, fileName(f.Name), f.Data)
 	if err != nil {
 		return a, err
 	}
@@ -295,7 +296,7 @@ func importedFile(f fileExport) (store.Attachment, error) {
 // parseChatsImport checks a whole import before anything is stored. Malformed JSON
 // is "line L, column C: …"; a bad chat or message names it ("chat 2, message 5: …"),
 // up to ten problems at once.
-func parseChatsImport(data []byte) ([]store.ImportedChat, error) {
+func parseChatsImport(ctx context.Context, data []byte) ([]store.ImportedChat, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errs.E(errs.Invalid, `The import is empty: choose a file exported from Atrium ({"format": "atrium.chats", …}).`)
 	}
@@ -395,7 +396,7 @@ func parseChatsImport(data []byte) ([]store.ImportedChat, error) {
 			}
 			for k, f := range m.Files {
 				// Checked like an upload: by content, whatever "type" says.
-				a, err := importedFile(f)
+				a, err := importedFile(ctx, f)
 				if err != nil {
 					bad("file %d: %s", k+1, errs.Message(err))
 					continue

@@ -36,3 +36,16 @@ func (s *Server) OpenQuestion(sessionID string) string {
 	}
 	return ""
 }
+
+// HoldImageDecodes takes every slot for image decodes until release is called, as
+// decodes in flight would.
+func HoldImageDecodes() (release func()) {
+	for range cap(imageDecodes) {
+		imageDecodes <- struct{}{}
+	}
+	return func() {
+		for range cap(imageDecodes) {
+			<-imageDecodes
+		}
+	}
+}

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"image/color"
 	_ "image/gif"  // decoders for the upload check
 	_ "image/jpeg" //
 	_ "image/png"  //
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -31,20 +34,29 @@ import (
 // unsent until a message uses it), the view and download, and the check at send time.
 
 // Limits on attached files. An image is sent to the model base64-encoded, a third
-// larger; providers refuse images over 5 MB (Anthropic) or 20 MB (OpenAI), and both
-// scale down anything larger than about 1,600–2,000 pixels, so more would only cost.
+// larger; Anthropic refuses an image whose base64 is over 5 MB (5,242,880 bytes), so
+// an image may have at most 3,750,000 bytes (5,000,000 in base64), and a request over
+// 32 MB, so one message's files stay at 15 MB (20 MB in base64) and within what
+// contextwin sends of images in one request. Providers scale down anything larger
+// than about 1,600–2,000 pixels, so more would only cost.
 const (
-	maxImageBytes      = 5 << 20
+	maxImageBytes      = 3_750_000
+	maxUploadBytes     = 5 << 20 // what is read of an upload: a PDF may be this large
 	maxTextFileBytes   = 1 << 20
 	maxImageSide       = 8000       // pixels, either side
-	maxImagePixels     = 24_000_000 // width × height, which bounds the decode's memory (~96 MB)
+	maxImagePixels     = 24_000_000 // width × height
+	maxDecodeBytes     = 96_000_000 // what a decode may allocate: 24 megapixels of 4 bytes
 	maxFilesPerMessage = 8
-	maxMessageFiles    = 20 << 20 // all the files of one message together
-	maxUnsentFiles     = 32       // uploads of one user not yet sent
-	unsentFileTTL      = 24 * time.Hour
-	uploadBodyLimit    = maxImageBytes + formBodyLimit // one file and the CSRF field
+	maxMessageFiles    = 15_000_000 // all the files of one message together
+	maxUnsentFiles     = 32         // uploads of one user not yet sent
+	unsentFileTTL      = store.UnsentAttachmentTTL
+	uploadBodyLimit    = maxUploadBytes + formBodyLimit // one file and the CSRF field
 	maxFileNameBytes   = 200
 )
+
+// A message's images must fit one request's image budget, or they would be left out
+// of the very turn that sends them.
+const _ = uint(contextwin.MaxRequestImageBytes - maxMessageFiles)
 
 // fileJSON is what an upload answers: what the composer's chip shows, and the id the
 // send names.
@@ -82,11 +94,12 @@ func (s *Server) uploadFile(c echo.Context) error {
 	if err != nil {
 		return errs.Wrap(errs.Invalid, err, "The file could not be read.")
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxImageBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, maxUploadBytes+1))
 	f.Close()
 	if err != nil {
 		return errs.Wrap(errs.Invalid, err, "The file could not be read.")
 	}
+	// Checked again when it is stored (parallel uploads); this spares the decode.
 	if pending, err := s.Store.CountUnsentAttachments(ctx, ss.OwnerID); err != nil {
 		return err
 	} else if pending >= maxUnsentFiles {
@@ -96,7 +109,7 @@ func (s *Server) uploadFile(c echo.Context) error {
 	if pdftext.IsPDF(data) {
 		a, err = s.pdfFile(ctx, fileName(fh.Filename), data)
 	} else {
-		a, err = checkFile(fileName(fh.Filename), data)
+		a, err = checkFile(ctx, fileName(fh.Filename), data)
 	}
 	if err != nil {
 		return err
@@ -109,7 +122,7 @@ func (s *Server) uploadFile(c echo.Context) error {
 		}
 	}
 	a.ID, a.OwnerID, a.SessionID = uuid.NewString(), ss.OwnerID, ss.ID
-	if err := s.Store.CreateAttachment(ctx, &a); err != nil {
+	if err := s.Store.CreateAttachment(ctx, &a, maxUnsentFiles); err != nil {
 		if errs.Is(err, errs.NotFound) {
 			return echo.ErrNotFound
 		}
@@ -169,16 +182,41 @@ func fileName(raw string) string {
 // imageTypes are the raster formats models take, by the type the content sniffs as.
 var imageTypes = map[string]string{"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
 
+// imageDecodes bounds how many images decode at once (each may take maxDecodeBytes),
+// as the PDF reader bounds its children.
+var imageDecodes = make(chan struct{}, 2)
+
+// decodeBytes is about what decoding an image of cfg allocates: its pixels times the
+// bytes of one pixel in the decoder's color model (a 16-bit PNG takes 8 a pixel).
+func decodeBytes(cfg image.Config) int64 {
+	per := int64(8) // any other model: assume the widest
+	switch cfg.ColorModel {
+	case color.GrayModel, color.AlphaModel:
+		per = 1
+	case color.Gray16Model, color.Alpha16Model:
+		per = 2
+	case color.YCbCrModel:
+		per = 3 // 4:4:4 at most
+	case color.RGBAModel, color.NRGBAModel, color.CMYKModel, color.NYCbCrAModel:
+		per = 4
+	}
+	if _, ok := cfg.ColorModel.(color.Palette); ok {
+		per = 1
+	}
+	return int64(cfg.Width) * int64(cfg.Height) * per
+}
+
 // checkFile decides what data is by its content, never by its name or the browser's
-// claim, and checks it: an image must decode whole within the pixel limits; text must
-// be UTF-8 without NUL bytes (a byte-order mark is dropped). Errors are errs.Invalid
-// or errs.TooLarge and say what is accepted.
-func checkFile(name string, data []byte) (store.Attachment, error) {
+// claim, and checks it: an image must decode whole within the pixel and memory limits
+// (at most two at once; waiting ends with ctx); text must be UTF-8 without NUL bytes
+// (a byte-order mark is dropped). Errors are errs.Invalid or errs.TooLarge and say
+// what is accepted.
+func checkFile(ctx context.Context, name string, data []byte) (store.Attachment, error) {
 	a := store.Attachment{Name: name}
 	sniffed := http.DetectContentType(data)
 	if format, ok := imageTypes[sniffed]; ok {
 		if len(data) > maxImageBytes {
-			return a, errs.E(errs.TooLarge, "%s is larger than %s, the limit for an image.", name, byteSize(maxImageBytes))
+			return a, errs.E(errs.TooLarge, "%s is larger than %s, the limit for an image (what a model takes).", name, megabytes(maxImageBytes))
 		}
 		cfg, got, err := image.DecodeConfig(bytes.NewReader(data))
 		if err != nil || got != format {
@@ -187,9 +225,20 @@ func checkFile(name string, data []byte) (store.Attachment, error) {
 		if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > maxImageSide || cfg.Height > maxImageSide || cfg.Width*cfg.Height > maxImagePixels {
 			return a, errs.E(errs.TooLarge, "%s is %d×%d pixels: at most %d on a side and %d megapixels.", name, cfg.Width, cfg.Height, maxImageSide, maxImagePixels/1_000_000)
 		}
+		if n := decodeBytes(cfg); n > maxDecodeBytes {
+			return a, errs.E(errs.TooLarge, "%s is %d×%d pixels of %d bytes each, %s to decode: at most %s. Save it with 8 bits per channel or smaller.",
+				name, cfg.Width, cfg.Height, n/(int64(cfg.Width)*int64(cfg.Height)), megabytes(n), megabytes(maxDecodeBytes))
+		}
+		select {
+		case imageDecodes <- struct{}{}:
+		case <-ctx.Done():
+			return a, fmt.Errorf("web: check image: %w", ctx.Err())
+		}
 		// The whole image must decode: a file that only starts like one is refused here,
 		// not by the provider in the middle of a chat.
-		if _, _, err := image.Decode(bytes.NewReader(data)); err != nil {
+		_, _, err = image.Decode(bytes.NewReader(data))
+		<-imageDecodes
+		if err != nil {
 			return a, errs.E(errs.Invalid, "%s is not a readable %s image (%s).", name, strings.ToUpper(format), err.Error())
 		}
 		a.Kind, a.MIME, a.Width, a.Height, a.Data = store.AttachImage, sniffed, cfg.Width, cfg.Height, data
@@ -197,7 +246,17 @@ func checkFile(name string, data []byte) (store.Attachment, error) {
 		return a, nil
 	}
 	text := bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
-	if !utf8.Valid(text) || bytes.IndexByte(text, 0) >= 0 {
+	// A file over the limit is judged by its head (cut at a character): what was read
+	// of a larger upload may end inside a character, and it is too large, not binary.
+	head := text
+	if len(head) > maxTextFileBytes {
+		cut := maxTextFileBytes
+		for cut > maxTextFileBytes-utf8.UTFMax && !utf8.RuneStart(head[cut]) {
+			cut--
+		}
+		head = head[:cut]
+	}
+	if !utf8.Valid(head) || bytes.IndexByte(head, 0) >= 0 {
 		what := "a binary file"
 		if sniffed == "application/pdf" {
 			what = "a PDF (an import carries a PDF's text, as Atrium exports it, not the PDF)"
@@ -209,6 +268,12 @@ func checkFile(name string, data []byte) (store.Attachment, error) {
 	}
 	a.Kind, a.MIME, a.Data = store.AttachText, textType(name), text
 	return a, nil
+}
+
+// megabytes writes n bytes in MB (10⁶ bytes), as the providers state their limits:
+// 3750000 is "3.75 MB".
+func megabytes(n int64) string {
+	return strconv.FormatFloat(math.Round(float64(n)/1e4)/100, 'f', -1, 64) + " MB"
 }
 
 // textType names a text file's kind for the model from its extension (the content is
@@ -331,7 +396,7 @@ func (s *Server) checkSendFiles(ctx context.Context, ss store.Session, ids []str
 		}
 	}
 	if size > maxMessageFiles {
-		return nil, errs.E(errs.TooLarge, "The attached files come to %s: at most %s per message. Nothing was sent.", byteSize(size), byteSize(maxMessageFiles))
+		return nil, errs.E(errs.TooLarge, "The attached files come to %s: at most %s per message. Nothing was sent.", megabytes(size), megabytes(maxMessageFiles))
 	}
 	if limit := s.fileTokenLimit(ctx, ss.Model); tokens > limit {
 		return nil, errs.E(errs.TooLarge, "The attached files are about %d tokens: this chat's model takes at most %d tokens of files in one message (half of its context). Remove some; nothing was sent.",

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"atrium/internal/config"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/testkit"
+	"atrium/web"
 )
 
 // pngImage is a w×h PNG.
@@ -166,7 +169,8 @@ func TestAttachedFilesReachTheModel(t *testing.T) {
 
 // The content decides what a file is, never its name: an image named .txt is an
 // image, text named .png is text, SVG and HTML are text and are only ever downloaded
-// as plain text; binaries, broken images and oversized ones are refused with the limit.
+// as plain text, and no file is kept by a cache; binaries, broken images and oversized
+// ones are refused with the limit.
 func TestFileUploadChecks(t *testing.T) {
 	env := newTestEnv(t)
 	admin := env.setup()
@@ -175,6 +179,8 @@ func TestFileUploadChecks(t *testing.T) {
 
 	if u := admin.uploadOK(id, "photo.txt", pngImage(t, 4, 4)); u.Kind != "image" || u.MIME != "image/png" {
 		t.Errorf("a PNG named .txt: %+v", u)
+	} else if r := admin.get(u.URL); r.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("an image is served with Cache-Control %q, want no-store", r.Header.Get("Cache-Control"))
 	}
 	if u := admin.uploadOK(id, "fake.png", []byte("just text, not a PNG")); u.Kind != "text" {
 		t.Errorf("text named .png: %+v", u)
@@ -190,9 +196,17 @@ func TestFileUploadChecks(t *testing.T) {
 		r := admin.get(u.URL)
 		if ct, cd := r.Header.Get("Content-Type"), r.Header.Get("Content-Disposition"); ct != "text/plain; charset=utf-8" ||
 			!strings.HasPrefix(cd, "attachment") || r.Header.Get("X-Content-Type-Options") != "nosniff" ||
-			!strings.Contains(r.Header.Get("Content-Security-Policy"), "sandbox") {
-			t.Errorf("%s served as %s / %s", name, ct, cd)
+			!strings.Contains(r.Header.Get("Content-Security-Policy"), "sandbox") || r.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s served as %s / %s (Cache-Control %q)", name, ct, cd, r.Header.Get("Cache-Control"))
 		}
+	}
+
+	// Anthropic refuses an image whose base64 is over 5 MB, for every later turn of the
+	// chat too: 3,750,000 bytes is the most an image may have. (PNG decoding stops at
+	// the end chunk, so padding makes a valid image of any size.)
+	padded := func(n int) []byte { return append(pngImage(t, 4, 4), make([]byte, n-len(pngImage(t, 4, 4)))...) }
+	if u := admin.uploadOK(id, "limit.png", padded(3_750_000)); u.Kind != "image" {
+		t.Errorf("an image of exactly the limit: %+v", u)
 	}
 
 	broken := pngImage(t, 50, 50)
@@ -206,9 +220,13 @@ func TestFileUploadChecks(t *testing.T) {
 		{"blob.bin", []byte{0x00, 0x01, 0x02, 0xff, 0xfe}, http.StatusBadRequest, "binary file"},
 		{"doc.pdf", []byte("%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n"), http.StatusBadRequest, "doc.pdf: this PDF could not be read: it is damaged"},
 		{"broken.png", broken, http.StatusBadRequest, "not a readable PNG"},
+		{"big.png", padded(3_750_001), http.StatusRequestEntityTooLarge, "big.png is larger than 3.75 MB, the limit for an image"},
 		{"wide.png", pngImage(t, 8001, 1), http.StatusRequestEntityTooLarge, "at most 8000 on a side"},
 		{"big.txt", bytes.Repeat([]byte("a"), 1<<20+1), http.StatusRequestEntityTooLarge, "1 MiB"},
 		{"huge.txt", bytes.Repeat([]byte("a"), 6<<20), http.StatusRequestEntityTooLarge, "at most 5184 KiB"},
+		// Longer than what is read of an upload (5 MiB), which then ends inside an "é".
+		{"accents.txt", bytes.Repeat([]byte("é"), (5<<20+1024)/2), http.StatusRequestEntityTooLarge, "accents.txt is larger than 1 MiB, the limit for a text file"},
+		{"big.bin", append(bytes.Repeat([]byte("a"), 1000), make([]byte, 2<<20)...), http.StatusBadRequest, "binary file"},
 	}
 	for _, c := range cases {
 		r := admin.upload(id, c.name, c.data)
@@ -370,5 +388,114 @@ func TestFilesExportImportRoundTrip(t *testing.T) {
 	}
 	if sessions, _ := env.db.OwnerSessions(context.Background(), env.userID("bob")); len(sessions) != 1 {
 		t.Errorf("a failed import stored %d chats", len(sessions)-1)
+	}
+}
+
+// A 16-bit PNG takes 8 bytes a pixel to decode: one of 3500×3500 pixels (98 MB
+// decoded, a few hundred KB on disk) is refused from its header, before it is decoded,
+// though its pixel count is within the limit.
+func TestWideImageRefusedBeforeDecoding(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	id := admin.newSession()
+	// Every row is the same memory (stride 0), so the encoder needs no 98 MB either.
+	const side = 3500
+	img := &image.NRGBA64{Pix: make([]byte, 8*side), Stride: 0, Rect: image.Rect(0, 0, side, side)}
+	for i := range img.Pix {
+		img.Pix[i] = byte(i * 7)
+	}
+	var b bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	r := admin.upload(id, "deep.png", b.Bytes())
+	if r.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(r.body, "deep.png is 3500×3500 pixels of 8 bytes each, 98 MB to decode: at most 96 MB") {
+		t.Errorf("a 16-bit %d-byte PNG of %d×%d: %d %q", b.Len(), side, side, r.StatusCode, r.body)
+	}
+}
+
+// Parallel uploads cannot all pass the check of unsent files: exactly maxUnsentFiles
+// (32) are stored, the others are refused with the reason.
+func TestParallelUploadsKeepTheUnsentLimit(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	id := admin.newSession()
+	admin.token() // fetched once, before the uploads share it
+	const n = 48
+	codes := make(chan response, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { codes <- admin.upload(id, fmt.Sprintf("f%d.txt", i), []byte(strings.Repeat("word ", 2000))) })
+	}
+	wg.Wait()
+	close(codes)
+	ok, refused := 0, 0
+	for r := range codes {
+		switch {
+		case r.StatusCode == http.StatusOK:
+			ok++
+		case r.StatusCode == http.StatusConflict && strings.Contains(r.body, "not sent yet"):
+			refused++
+		default:
+			t.Errorf("upload: %d %q", r.StatusCode, r.body)
+		}
+	}
+	stored, err := env.db.CountUnsentAttachments(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok != 32 || refused != n-32 || stored != 32 {
+		t.Errorf("%d uploads stored (%d unsent in the database), %d refused; want 32 and %d", ok, stored, refused, n-32)
+	}
+}
+
+// At most two images decode at once: an upload waits while both slots are taken, and
+// goes on when one frees.
+func TestImageDecodesWaitForASlot(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	id := admin.newSession()
+	admin.token()
+	release := web.HoldImageDecodes()
+	done := make(chan response, 1)
+	go func() { done <- admin.upload(id, "p.png", pngImage(t, 8, 8)) }()
+	select {
+	case r := <-done:
+		release()
+		t.Fatalf("the upload decoded while every slot was taken: %d %q", r.StatusCode, r.body)
+	case <-time.After(300 * time.Millisecond):
+	}
+	release()
+	select {
+	case r := <-done:
+		wantStatus(t, r, http.StatusOK)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upload still waits after the slots were freed")
+	}
+}
+
+// Removing an upload, or its expiry, deletes its bytes from every database file, the
+// WAL included (secure_delete zeroes the pages; the checkpoint takes the old ones out
+// of the WAL).
+func TestRemovedUploadLeavesNoBytes(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	id := admin.newSession()
+	removed := "zq-removed-secret-" + strings.Repeat("5", 40)
+	expired := "zq-expired-secret-" + strings.Repeat("6", 40)
+	f := admin.uploadOK(id, "removed.txt", []byte(removed))
+	admin.uploadOK(id, "expired.txt", []byte(expired))
+	if all := env.dbFiles(); !bytes.Contains(all, []byte(removed)) || !bytes.Contains(all, []byte(expired)) {
+		t.Fatal("the uploads are not in the database files (the test would prove nothing)")
+	}
+	wantStatus(t, admin.post("/files/"+f.ID+"/delete", nil), http.StatusNoContent)
+	if bytes.Contains(env.dbFiles(), []byte(removed)) {
+		t.Error("the removed upload is still in the database files")
+	}
+	if n, err := env.db.PruneUnsentAttachments(context.Background(), time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("pruned %d: %v", n, err)
+	}
+	if bytes.Contains(env.dbFiles(), []byte(expired)) {
+		t.Error("the expired upload is still in the database files")
 	}
 }

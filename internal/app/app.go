@@ -294,7 +294,8 @@ func runRetention(cfg config.Config, now time.Time) store.Retention {
 }
 
 // startPurge reindexes memories if the embedder changed, then deletes expired
-// memories and prunes runs past the retention (runRetention) now and every
+// memories, prunes runs past the retention (runRetention) and uploads no message used
+// for a day (store.UnsentAttachmentTTL) now and every
 // purgeEvery until Shutdown; an admin's change of the
 // embedder (memory.Service.ReindexRequests) reindexes at once. It runs in the
 // background: start-up never waits for the embeddings endpoint.
@@ -330,9 +331,19 @@ func (a *App) startPurge() {
 				a.Log.Info("trace: pruned old runs", "count", n)
 			}
 		}
+		// Uploads no message used expire though nobody uploads again (the upload
+		// route prunes too, but only when it is used).
+		pruneFiles := func() {
+			if n, err := a.Store.PruneUnsentAttachments(ctx, a.Store.CurrentTime().Add(-store.UnsentAttachmentTTL)); err != nil && ctx.Err() == nil {
+				a.Log.Warn("files: pruning unsent uploads", "err", err)
+			} else if n > 0 {
+				a.Log.Info("files: unsent uploads expired", "count", n)
+			}
+		}
 		reindex()
 		purge()
 		prune()
+		pruneFiles()
 		// Spans written in the clear by an older Atrium are sealed once, in the background.
 		if n, err := a.Recorder.SealStored(ctx, 500); err != nil && ctx.Err() == nil {
 			a.Log.Warn("trace: sealing stored spans failed; they stay readable and are sealed at the next start", "err", err)
@@ -353,6 +364,7 @@ func (a *App) startPurge() {
 				reindex() // a no-op unless the embedder changed
 				purge()
 				prune()
+				pruneFiles()
 			}
 		}
 	}()

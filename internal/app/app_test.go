@@ -265,3 +265,34 @@ func TestRunRetentionAndSealingAtStart(t *testing.T) {
 		t.Errorf("the sealed span does not open: %v %+v", err, spans)
 	}
 }
+
+// An upload no message used for a day is deleted by the background purge (at start
+// and hourly), though nobody uploads again; a newer one stays.
+func TestUnsentUploadsExpireWithoutUploads(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Config{DataDir: t.TempDir()}
+	a := start(t, cfg)
+	u := &store.User{Username: "ann", PasswordHash: "x", Role: store.RoleUser}
+	if err := a.Store.CreateUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	s := &store.Session{ID: "s1", OwnerID: u.ID, Title: "t"}
+	if err := a.Store.CreateSession(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"old", "new"} {
+		f := store.Attachment{ID: id, OwnerID: u.ID, SessionID: s.ID, Name: id + ".txt", Kind: store.AttachText, MIME: "text/plain", Data: []byte(id)}
+		if err := a.Store.CreateAttachment(ctx, &f, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	storetest.Exec(t, a.Store, `UPDATE attachments SET created_at = ? WHERE id = 'old'`,
+		time.Now().Add(-store.UnsentAttachmentTTL-time.Minute).UnixMilli())
+	stop(t, a)
+
+	a = start(t, cfg)
+	defer stop(t, a)
+	testkit.Eventually(t, 5*time.Second, "the day-old upload to be pruned", func() bool {
+		return strings.Join(storetest.Strings(t, a.Store, `SELECT id FROM attachments`), ",") == "new"
+	})
+}

@@ -215,13 +215,17 @@ func Assemble(in Input, b Budgets, tok Tokenizer) ([]llm.Message, Report) {
 		rep.Cut = append(rep.Cut, Cut{Seq: in.SummarySeq + 1, Reason: fmt.Sprintf(
 			"messages %d–%d not loaded (older than the newest loaded) and not summarised yet", in.SummarySeq+1, msgs[0].Seq-1)})
 	}
+	var left map[*store.Attachment]bool
+	if !in.NoImages {
+		left = leftImages(msgs, in.SummarySeq)
+	}
 	var turns []turn
 	for i := 0; i < len(msgs); {
 		j := i + 1
 		for j < len(msgs) && msgs[j].Role != store.RoleUser {
 			j++
 		}
-		turns = append(turns, a.turn(msgs[i:j], in.SummarySeq, in.NoImages))
+		turns = append(turns, a.turn(msgs[i:j], in.SummarySeq, in.NoImages, left))
 		i = j
 	}
 	for k := 0; k < len(turns)-1; k++ {
@@ -370,7 +374,7 @@ func (a *assembler) tokens(m *store.Message, calls []llm.ToolCall) int {
 }
 
 // turn pairs the tool results of msgs with their calls and cuts long results.
-func (a *assembler) turn(msgs []store.Message, summarySeq int64, noImages bool) turn {
+func (a *assembler) turn(msgs []store.Message, summarySeq int64, noImages bool, left map[*store.Attachment]bool) turn {
 	t := turn{msgs: msgs, items: make([]item, 0, len(msgs))}
 	paired := make([]bool, len(msgs))
 	for i := range msgs {
@@ -399,7 +403,7 @@ func (a *assembler) turn(msgs []store.Message, summarySeq int64, noImages bool) 
 		it := item{msg: llm.Message{Role: m.Role, Content: m.Content, ToolCalls: calls}, seq: m.Seq, cost: n + MessageOverhead}
 		if m.Role == store.RoleUser {
 			// Attached files travel with their message: a turn is kept or dropped whole.
-			msg, extra, images := a.withAttachments(m, noImages)
+			msg, extra, images := a.withAttachments(m, noImages, left)
 			it.msg, it.cost, it.images, it.files = msg, it.cost+extra+images, images, extra+images
 			it.full, it.fullTokens = msg.Content, n+extra
 		}

@@ -63,24 +63,72 @@ func ImageTokens(w, h int) int {
 	return max(anthropic, openai)
 }
 
+// Limits on the images of one request. Anthropic refuses a request over 32 MB, and
+// one with more than 20 images unless each is at most 2000 px a side; base64 makes an
+// image a third larger, so 18 MiB of images is 24 MiB on the wire and leaves room for
+// the text. The newest images are sent; older ones become a note (leftImages).
+const (
+	MaxRequestImages     = 20
+	MaxRequestImageBytes = 18 << 20
+)
+
+// leftImages picks the images of msgs (user messages after summarySeq) that do not
+// fit the request's image limits: walking from the newest message back, every image
+// after the first that would break a limit is left out, so the ones sent are always
+// the newest. Images of turns the window drops later are older than every kept one,
+// so they never take the room of an image that is sent.
+func leftImages(msgs []store.Message, summarySeq int64) map[*store.Attachment]bool {
+	var left map[*store.Attachment]bool
+	count, size, full := 0, 0, false
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := &msgs[i]
+		if m.Role != store.RoleUser || m.Seq <= summarySeq {
+			continue
+		}
+		for k := range m.Attachments {
+			f := &m.Attachments[k]
+			if f.Kind != store.AttachImage {
+				continue
+			}
+			n := max(len(f.Data), int(f.Size))
+			if !full && count < MaxRequestImages && size+n <= MaxRequestImageBytes {
+				count, size = count+1, size+n
+				continue
+			}
+			full = true
+			if left == nil {
+				left = map[*store.Attachment]bool{}
+			}
+			left[f] = true
+		}
+	}
+	return left
+}
+
 // withAttachments is the model's view of user message m: its text files as blocks
-// before its text, and its images as image parts, or, when the model takes no images
-// (noImages), a line saying each image was left out. It returns the message and the
-// tokens the attachments add to its text (their stored counts, the note's when left
-// out) and as images.
-func (a *assembler) withAttachments(m *store.Message, noImages bool) (msg llm.Message, extra, images int) {
+// before its text, and its images as image parts, or a line saying an image was left
+// out: every image when the model takes no images (noImages), those in left when
+// newer images fill the request. It returns the message and the tokens the
+// attachments add to its text (their stored counts, the notes') and as images.
+func (a *assembler) withAttachments(m *store.Message, noImages bool, left map[*store.Attachment]bool) (msg llm.Message, extra, images int) {
 	msg = llm.Message{Role: m.Role, Content: m.Content}
 	if len(m.Attachments) == 0 {
 		return msg, 0, 0
 	}
 	var b strings.Builder
-	for _, f := range m.Attachments {
+	for k := range m.Attachments {
+		f := &m.Attachments[k]
 		switch {
 		case f.Kind == store.AttachText:
 			b.WriteString(FileBlock(f.Name, f.MIME, string(f.Data)))
 			extra += f.Tokens
 		case noImages:
 			note := fmt.Sprintf("[Attached image %q not sent: this model does not take images.]\n\n", f.Name)
+			b.WriteString(note)
+			extra += a.tok.Count(note)
+		case left[f]:
+			note := fmt.Sprintf("[Attached image %q not sent again: a request carries at most %d images and %d MiB of them, and newer images fill it.]\n\n",
+				f.Name, MaxRequestImages, MaxRequestImageBytes>>20)
 			b.WriteString(note)
 			extra += a.tok.Count(note)
 		default:

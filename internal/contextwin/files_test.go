@@ -1,6 +1,8 @@
 package contextwin_test
 
 import (
+	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -85,5 +87,72 @@ func TestImageTokens(t *testing.T) {
 		if got := contextwin.ImageTokens(c.w, c.h); got != c.want {
 			t.Errorf("ImageTokens(%d, %d) = %d, want %d", c.w, c.h, got, c.want)
 		}
+	}
+}
+
+// One request carries at most MaxRequestImages images and MaxRequestImageBytes of
+// them (Anthropic refuses more, and would refuse every later turn of the chat): the
+// newest are sent, each older one is a note in its message's text, and the meter counts
+// the notes, not the images left out.
+func TestRequestImageLimits(t *testing.T) {
+	tok := wordTok{}
+	b := contextwin.Budgets{Pinned: 100, Summary: 100, RecentTurns: 100, Window: 1_000_000, ReplyReserve: 50}
+	cases := []struct {
+		name     string
+		turns    int
+		perImage int // bytes
+		sent     int // newest turns whose image goes
+	}{
+		{"count", 25, 1 << 10, contextwin.MaxRequestImages},
+		{"bytes", 12, 3_750_000, contextwin.MaxRequestImageBytes / 3_750_000},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var msgs []store.Message
+			for i := range c.turns {
+				f := imageFile(fmt.Sprintf("p%d.png", i+1), 1000)
+				f.Data = bytes.Repeat([]byte{byte(i)}, c.perImage)
+				msgs = append(msgs, withFiles(user(int64(2*i+1), "look"), f), asst(int64(2*i+2), "ok"))
+			}
+			out, rep := contextwin.Assemble(contextwin.Input{Messages: msgs}, b, tok)
+			if len(rep.Included) != 2*c.turns {
+				t.Fatalf("included %d of %d messages", len(rep.Included), 2*c.turns)
+			}
+			images, size, notes, noteTokens := 0, 0, 0, 0
+			for _, m := range out {
+				if m.Role != "user" {
+					continue
+				}
+				for _, img := range m.Images {
+					images++
+					size += len(img.Data)
+				}
+				if strings.Contains(m.Content, "not sent again") {
+					notes++
+					noteTokens += tok.Count(strings.TrimSuffix(m.Content, "look"))
+				}
+			}
+			if images != c.sent || size > contextwin.MaxRequestImageBytes || images > contextwin.MaxRequestImages || notes != c.turns-c.sent {
+				t.Fatalf("sent %d images (%d bytes) and %d notes, want %d images and %d notes", images, size, notes, c.sent, c.turns-c.sent)
+			}
+			users := out[len(out)-2*c.turns:]
+			for i := range c.turns {
+				m := users[2*i]
+				kept := i >= c.turns-c.sent
+				if kept && (len(m.Images) != 1 || m.Images[0].Data[0] != byte(i)) {
+					t.Errorf("turn %d: its image is not sent (it is among the newest)", i+1)
+				}
+				if note := fmt.Sprintf(`[Attached image "p%d.png" not sent again: a request carries at most 20 images and 18 MiB of them, and newer images fill it.]`, i+1); !kept && (len(m.Images) != 0 || !strings.HasPrefix(m.Content, note)) {
+					t.Errorf("turn %d (older) = %.200q with %d images, want the note", i+1, m.Content, len(m.Images))
+				}
+			}
+			zones := map[string]int{}
+			for _, z := range rep.Zones {
+				zones[z.Name] = z.Tokens
+			}
+			if want := 1000*c.sent + noteTokens; zones[contextwin.ZoneFiles] != want {
+				t.Errorf("files zone = %d tokens, want %d (the images sent and the notes)", zones[contextwin.ZoneFiles], want)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,19 +57,33 @@ func scanAttachment(row scanner, withData bool) (Attachment, error) {
 const attachmentNotFound = "file not found"
 
 // CreateAttachment stores an upload (MessageID 0) of session a.SessionID for owner
-// a.OwnerID; the caller supplies a.ID (random) and has checked the content. A
-// missing or foreign session is errs.NotFound.
-func (db *DB) CreateAttachment(ctx context.Context, a *Attachment) error {
+// a.OwnerID; the caller supplies a.ID (random) and has checked the content. With
+// maxUnsent > 0 the owner may have at most that many uploads no message uses: one
+// more is errs.Conflict, counted in the insert's transaction, so parallel uploads
+// cannot all pass. A missing or foreign session is errs.NotFound.
+func (db *DB) CreateAttachment(ctx context.Context, a *Attachment, maxUnsent int) error {
 	if a.Kind != AttachText && a.Kind != AttachImage {
 		return fmt.Errorf("store: create attachment: %w", errs.E(errs.Invalid, "unknown attachment kind %q", a.Kind))
 	}
 	now := db.now()
-	res, err := db.exec(ctx, `INSERT INTO attachments (id, owner_id, session_id, name, kind, mime, size, width, height, tokens, data, created_at)
-		SELECT ?, ?, id, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM sessions WHERE id = ? AND owner_id = ?`,
-		a.ID, a.OwnerID, a.Name, a.Kind, a.MIME, len(a.Data), a.Width, a.Height, a.Tokens, a.Data, ms(now), a.SessionID, a.OwnerID)
-	if err == nil {
-		err = mustAffect(res, sessionNotFound)
-	}
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		if maxUnsent > 0 {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM attachments WHERE owner_id = ? AND message_id IS NULL`, a.OwnerID).Scan(&n); err != nil {
+				return err
+			}
+			if n >= maxUnsent {
+				return errs.E(errs.Conflict, "You have %d attached files that are not sent yet: send or remove some first.", n)
+			}
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO attachments (id, owner_id, session_id, name, kind, mime, size, width, height, tokens, data, created_at)
+			SELECT ?, ?, id, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM sessions WHERE id = ? AND owner_id = ?`,
+			a.ID, a.OwnerID, a.Name, a.Kind, a.MIME, len(a.Data), a.Width, a.Height, a.Tokens, a.Data, ms(now), a.SessionID, a.OwnerID)
+		if err == nil {
+			err = mustAffect(res, sessionNotFound)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store: create attachment: %w", err)
 	}
@@ -127,7 +142,8 @@ func (db *DB) UnsentAttachments(ctx context.Context, sessionID string, owner int
 	return out, nil
 }
 
-// DeleteUnsentAttachment deletes an upload of owner that no message uses yet.
+// DeleteUnsentAttachment deletes an upload of owner that no message uses yet, then
+// checkpoints the WAL (as DeleteSession: the file's bytes would linger in the WAL).
 // Missing, foreign or sent is errs.NotFound.
 func (db *DB) DeleteUnsentAttachment(ctx context.Context, id string, owner int64) error {
 	res, err := db.exec(ctx, `DELETE FROM attachments WHERE id = ? AND owner_id = ? AND message_id IS NULL`, id, owner)
@@ -137,11 +153,15 @@ func (db *DB) DeleteUnsentAttachment(ctx context.Context, id string, owner int64
 	if err != nil {
 		return fmt.Errorf("store: delete attachment: %w", err)
 	}
-	return nil
+	return db.Checkpoint(ctx)
 }
 
+// UnsentAttachmentTTL is how long an upload no message uses is kept (PruneUnsentAttachments).
+const UnsentAttachmentTTL = 24 * time.Hour
+
 // PruneUnsentAttachments deletes the uploads older than before that no message uses
-// (a page closed before sending) and reports how many went.
+// (a page closed before sending), checkpointing the WAL when any went, and reports
+// how many went.
 func (db *DB) PruneUnsentAttachments(ctx context.Context, before time.Time) (int64, error) {
 	res, err := db.exec(ctx, `DELETE FROM attachments WHERE message_id IS NULL AND created_at < ?`, ms(before))
 	if err != nil {
@@ -150,6 +170,9 @@ func (db *DB) PruneUnsentAttachments(ctx context.Context, before time.Time) (int
 	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, fmt.Errorf("store: prune attachments: %w", err)
+	}
+	if n > 0 {
+		return n, db.Checkpoint(ctx)
 	}
 	return n, nil
 }
@@ -181,26 +204,30 @@ func (db *DB) messageAttachments(ctx context.Context, sessionID string, messageI
 	if len(messageIDs) == 0 {
 		return nil, nil
 	}
-	lo, hi := messageIDs[0], messageIDs[0]
-	for _, id := range messageIDs {
-		lo, hi = min(lo, id), max(hi, id)
-	}
 	cols := attachmentCols
 	if withData {
 		cols += ", data"
 	}
-	rows, err := db.pool.QueryContext(ctx, `SELECT `+cols+` FROM attachments
-		WHERE session_id = ? AND message_id BETWEEN ? AND ? ORDER BY message_id, rowid`, sessionID, lo, hi)
-	if err != nil {
-		return nil, fmt.Errorf("store: message attachments: %w", err)
-	}
-	list, err := scanAll(rows, func(r scanner) (Attachment, error) { return scanAttachment(r, withData) })
-	if err != nil {
-		return nil, fmt.Errorf("store: message attachments: %w", err)
-	}
+	// Exactly the messages asked for: a range of ids would also read the files of every
+	// version between them that is not on screen (an edit copies its message's files).
 	out := map[int64][]Attachment{}
-	for _, a := range list {
-		out[a.MessageID] = append(out[a.MessageID], a)
+	for chunk := range slices.Chunk(messageIDs, 500) {
+		args := []any{sessionID}
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		rows, err := db.pool.QueryContext(ctx, `SELECT `+cols+` FROM attachments
+			WHERE session_id = ? AND message_id IN (?`+strings.Repeat(",?", len(chunk)-1)+`) ORDER BY message_id, rowid`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: message attachments: %w", err)
+		}
+		list, err := scanAll(rows, func(r scanner) (Attachment, error) { return scanAttachment(r, withData) })
+		if err != nil {
+			return nil, fmt.Errorf("store: message attachments: %w", err)
+		}
+		for _, a := range list {
+			out[a.MessageID] = append(out[a.MessageID], a)
+		}
 	}
 	return out, nil
 }

@@ -136,10 +136,7 @@ func (db *DB) EditUserMessage(ctx context.Context, id int64, m *Message) error {
 		}
 		// An edit changes the words, not the files sent with them: the new version
 		// carries copies of the old one's (the old version keeps its own, one flip away).
-		_, err = tx.ExecContext(ctx, `INSERT INTO attachments (id, owner_id, session_id, message_id, name, kind, mime, size, width, height, tokens, data, created_at)
-			SELECT lower(hex(randomblob(16))), owner_id, session_id, ?, name, kind, mime, size, width, height, tokens, data, created_at
-			FROM attachments WHERE message_id = ? ORDER BY rowid`, newID, id)
-		return err
+		return copyAttachments(ctx, tx, id, newID, m.SessionID)
 	})
 	if err != nil {
 		return fmt.Errorf("store: edit message: %w", err)
@@ -147,6 +144,15 @@ func (db *DB) EditUserMessage(ctx context.Context, id int64, m *Message) error {
 	m.ID, m.Seq, m.ParentID = newID, seq, parent
 	m.CreatedAt, m.UpdatedAt = fromMS(now), fromMS(now)
 	return nil
+}
+
+// copyAttachments gives message to of chat sessionID copies of the files of message
+// from, in their upload order (an edit, a fork).
+func copyAttachments(ctx context.Context, tx *sql.Tx, from, to int64, sessionID string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO attachments (id, owner_id, session_id, message_id, name, kind, mime, size, width, height, tokens, data, created_at)
+		SELECT lower(hex(randomblob(16))), owner_id, ?, ?, name, kind, mime, size, width, height, tokens, data, created_at
+		FROM attachments WHERE message_id = ? ORDER BY rowid`, sessionID, to, from)
+	return err
 }
 
 // insertInTx appends m at the end of the branch on screen and bumps its session.

@@ -330,7 +330,7 @@ func TestBranchEditKeepsFiles(t *testing.T) {
 	txt := store.Attachment{ID: "f-txt", OwnerID: s.OwnerID, SessionID: s.ID, Name: "n.md", Kind: store.AttachText, MIME: "text/markdown",
 		Tokens: 7, Data: []byte("# notes")}
 	for _, a := range []*store.Attachment{&img, &txt} {
-		mustNil(t, db.CreateAttachment(ctx, a))
+		mustNil(t, db.CreateAttachment(ctx, a, 0))
 	}
 	u3 := &store.Message{SessionID: s.ID, Role: store.RoleUser, Content: "u3 look", Attachments: []store.Attachment{{ID: "f-img"}, {ID: "f-txt"}}}
 	mustNil(t, db.AppendMessage(ctx, u3))

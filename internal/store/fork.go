@@ -38,7 +38,7 @@ func (db *DB) LastUserSeq(ctx context.Context, sessionID string, seq int64) (int
 // temporary taken from the source) as a copy of owner's session srcID up to and
 // including message seq upTo, in one transaction: upTo's branch (the versions that led
 // to it, whether on screen now or not; the fork has no other versions) keeps its seqs,
-// roles, texts, tool calls and the memories they used. The newest rolling summary of
+// roles, texts, tool calls, attached files and the memories they used. The newest rolling summary of
 // that branch that covers no message past upTo comes along (it summarises copied
 // messages only); the task state and "undo remember" marks stay with the source, which they
 // describe. A source that is missing or not owner's is errs.NotFound, as is an upTo
@@ -90,6 +90,29 @@ func (db *DB) ForkSession(ctx context.Context, owner int64, srcID string, upTo i
 			WHERE session_id = ?1 AND call_key LIKE 'atrium\_%' ESCAPE '\'`, dst.ID, srcID)
 		if err != nil {
 			return err
+		}
+		// The copied messages carry their files: a message of files alone would be empty.
+		rows, err := tx.QueryContext(ctx, `SELECT o.id, n.id FROM messages n JOIN messages o ON o.session_id = ?2 AND o.seq = n.seq
+			WHERE n.session_id = ?1 AND n.role = 'user' AND EXISTS (SELECT 1 FROM attachments WHERE message_id = o.id)`, dst.ID, srcID)
+		if err != nil {
+			return err
+		}
+		var pairs [][2]int64
+		for rows.Next() {
+			var p [2]int64
+			if err := rows.Scan(&p[0], &p[1]); err != nil {
+				rows.Close()
+				return err
+			}
+			pairs = append(pairs, p)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		for _, p := range pairs {
+			if err := copyAttachments(ctx, tx, p[0], p[1], dst.ID); err != nil {
+				return err
+			}
 		}
 		return linkBranch(ctx, tx, dst.ID)
 	})

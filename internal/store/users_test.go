@@ -190,7 +190,7 @@ func userData(t *testing.T, db *store.DB, u store.User, r *rand.Rand) {
 	sid := fmt.Sprintf("session-of-%d", u.ID)
 	mustSession(t, db, sid, u.ID)
 	file := store.Attachment{ID: fmt.Sprintf("file-%d", u.ID), OwnerID: u.ID, SessionID: sid, Name: "a.txt", Kind: store.AttachText, MIME: "text/plain", Data: []byte("file of " + u.Username)}
-	mustNil(t, db.CreateAttachment(ctx, &file))
+	mustNil(t, db.CreateAttachment(ctx, &file, 0))
 	mustNil(t, db.AppendMessage(ctx, &store.Message{SessionID: sid, Role: store.RoleUser, Content: "hello from " + u.Username,
 		Attachments: []store.Attachment{{ID: file.ID}}}))
 	if ok, err := db.AcquireLease(ctx, sid, "test", time.Minute); err != nil || !ok {
