@@ -40,6 +40,22 @@ type OAuthStore struct {
 	Keys Sealer
 
 	mu sync.Mutex // serialises read-modify-write of a grant
+	// refreshing holds one lock per server: refresh tokens rotate, so two refreshes
+	// with the same one would leave one of them refused.
+	refreshing map[int64]*sync.Mutex
+}
+
+// refreshLock is server id's refresh lock.
+func (st *OAuthStore) refreshLock(id int64) *sync.Mutex {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.refreshing == nil {
+		st.refreshing = map[int64]*sync.Mutex{}
+	}
+	if st.refreshing[id] == nil {
+		st.refreshing[id] = &sync.Mutex{}
+	}
+	return st.refreshing[id]
 }
 
 // oauthGrant is what one server's "Connect" yielded, sealed as JSON.
@@ -302,25 +318,51 @@ var errRefreshFailed = errors.New("refreshing the token failed")
 
 func isRefreshFailure(err error) bool { return errors.Is(err, errRefreshFailed) }
 
-// refreshGrant refreshes the server's token now, whatever its expiry (the server
-// refused it), with h or, when nil, a handler built from the grant. A failure other
-// than errNoRefresh is recorded in the grant: the card then asks to re-authorise, and
-// the token is not offered again.
-func (s *server) refreshGrant(ctx context.Context, h *transport.OAuthHandler) error {
+// accessToken is the server's stored access token, "" when it has none: taken before
+// a request, it tells refreshGrant which token a refusal was for.
+func (s *server) accessToken(ctx context.Context) string {
+	g, ok, err := s.sup.OAuth.grantFor(ctx, s.cfg)
+	if err != nil || !ok || g.Token == nil {
+		return ""
+	}
+	return g.Token.AccessToken
+}
+
+// refreshGrant refreshes the server's token now, whatever its expiry, because the
+// server refused the access token seen ("" when not known). Refreshes of one server
+// take turns, and one that finds seen already replaced (another refresh, or a new
+// authorisation) returns at once: the caller tries again with the stored token. A
+// failure other than errNoRefresh is recorded in the grant, unless the refresh token
+// was replaced meanwhile: the card then asks to re-authorise, and the token is not
+// offered again.
+func (s *server) refreshGrant(ctx context.Context, seen string) error {
 	st := s.sup.OAuth
+	if st == nil || s.cfg.ID == 0 {
+		return errNoRefresh
+	}
+	mu := st.refreshLock(s.cfg.ID)
+	mu.Lock()
+	defer mu.Unlock()
 	g, ok, err := st.grantFor(ctx, s.cfg)
 	if err != nil {
 		return err
 	}
-	if !ok || g.Token == nil || g.Token.RefreshToken == "" || g.Failed != "" {
+	if !ok || g.Token == nil || g.Failed != "" {
 		return errNoRefresh
 	}
-	if h == nil {
-		h = s.sup.oauthHandler(s.cfg, g)
+	if seen != "" && g.Token.AccessToken != seen {
+		return nil
 	}
+	if g.Token.RefreshToken == "" {
+		return errNoRefresh
+	}
+	// A handler of its own: the connection's resets its metadata on every 401, which
+	// concurrent calls would do in the middle of this refresh.
+	h := s.sup.oauthHandler(s.cfg, g)
 	rctx, cancel := context.WithTimeout(ctx, oauthTimeout)
 	defer cancel()
-	_, err = h.RefreshToken(rctx, g.Token.RefreshToken)
+	spent := g.Token.RefreshToken
+	_, err = h.RefreshToken(rctx, spent)
 	if err == nil {
 		s.log.Info("mcp: oauth token refreshed after the server refused it")
 		return nil
@@ -328,11 +370,20 @@ func (s *server) refreshGrant(ctx context.Context, h *transport.OAuthHandler) er
 	// mcp-go quotes the token endpoint's answer, which might echo what was sent.
 	msg := redact(s.redact(oauthErrorText(err)), []string{g.Token.RefreshToken, g.Token.AccessToken, g.ClientSecret})
 	s.log.Warn("mcp: oauth refresh failed", "err", msg)
+	replaced := false
 	if uerr := st.update(context.WithoutCancel(ctx), s.cfg.ID, func(g *oauthGrant) error {
+		// mcp-go's own refresh before expiry does not take turns with this one.
+		if g.Token == nil || g.Token.RefreshToken != spent {
+			replaced = true
+			return nil
+		}
 		g.Failed = msg
 		return nil
 	}); uerr != nil {
 		s.log.Error("mcp: could not record a failed oauth refresh", "err", uerr)
+	}
+	if replaced {
+		return nil
 	}
 	return fmt.Errorf("%w: %s", errRefreshFailed, msg)
 }

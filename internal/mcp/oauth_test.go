@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"atrium/internal/mcp/oauthtest"
 	"atrium/internal/store"
 	"atrium/internal/testkit"
+	"atrium/internal/tools"
 )
 
 // oauthHarness is a supervisor with OAuth grants in a real database file.
@@ -349,5 +351,40 @@ func TestOAuthFlowsAreOneTimeAndPerUser(t *testing.T) {
 	}
 	if _, ok := fs.Take("", 1, now); ok {
 		t.Fatal("an empty state matched")
+	}
+}
+
+// TestOAuthConcurrent401sRefreshOnce: calls that the server refuses together share one
+// refresh. The authorization server rotates refresh tokens, so before they did, each
+// call sent the same refresh token, all but one got invalid_grant, and the last
+// failure overwrote the success: the calls failed and the card asked to re-authorise.
+func TestOAuthConcurrent401sRefreshOnce(t *testing.T) {
+	as := oauthtest.Start(t)
+	h := newOAuthHarness(t)
+	cfg := h.add(t, "prov", as.URL)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateUnauthorized)
+	h.authorize(t, cfg, as)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateReady)
+	if res := h.call(t, "prov__whoami", map[string]any{}); res.IsError {
+		t.Fatalf("first call: %+v", res)
+	}
+
+	as.RevokeAccess()
+	var wg sync.WaitGroup
+	results := make([]tools.Result, 8)
+	for i := range results {
+		wg.Go(func() { results[i] = h.call(t, "prov__whoami", map[string]any{"greeting": fmt.Sprint(i)}) })
+	}
+	wg.Wait()
+	for i, res := range results {
+		if res.IsError || !strings.Contains(res.Content, "; "+fmt.Sprint(i)) {
+			t.Errorf("call %d: %+v", i, res)
+		}
+	}
+	if n := as.RefreshTries.Load(); n != 1 {
+		t.Errorf("%d refresh requests reached the authorization server, want 1", n)
+	}
+	if st := h.status("prov"); st.State != mcp.StateReady || st.Auth != "" {
+		t.Errorf("after the refresh: state %s, auth %q, error %q", st.State, st.Auth, st.Error)
 	}
 }

@@ -55,12 +55,13 @@ type Server struct {
 	// Scope, which the token holds: a requirement no re-authorisation meets.
 	NeverEnough atomic.Bool
 
-	Refreshes   atomic.Int32 // successful refresh grants
-	Exchanges   atomic.Int32 // successful code exchanges
-	Rejected    atomic.Int32 // MCP requests refused with 401 although they carried a token
-	Registrated atomic.Int32 // dynamic registrations
-	Authorized  atomic.Int32 // codes issued (authorisations the admin went through)
-	Forbidden   atomic.Int32 // MCP requests refused with 403 insufficient_scope
+	Refreshes    atomic.Int32 // successful refresh grants
+	RefreshTries atomic.Int32 // refresh grant requests, refused ones too
+	Exchanges    atomic.Int32 // successful code exchanges
+	Rejected     atomic.Int32 // MCP requests refused with 401 although they carried a token
+	Registrated  atomic.Int32 // dynamic registrations
+	Authorized   atomic.Int32 // codes issued (authorisations the admin went through)
+	Forbidden    atomic.Int32 // MCP requests refused with 403 insufficient_scope
 
 	mu      sync.Mutex
 	clients map[string][]string  // client id → redirect URIs
@@ -348,6 +349,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			s.issue(w, client, g.scope)
 		}
 	case "refresh_token":
+		s.RefreshTries.Add(1)
 		s.mu.Lock()
 		owner, ok := s.refresh[f.Get("refresh_token")]
 		scope := s.scopes[f.Get("refresh_token")]
