@@ -196,14 +196,28 @@ func (ts *tokenStore) GetToken(ctx context.Context) (*transport.Token, error) {
 	return &t, nil
 }
 
-// SaveToken stores a new token (from the code exchange or a refresh) and clears a
-// recorded refresh failure.
+// SaveToken stores a new token (from a refresh) and clears a recorded refresh failure.
 func (ts *tokenStore) SaveToken(ctx context.Context, t *transport.Token) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	saved, err := storableToken(t)
+	if err != nil {
+		return err
+	}
+	return ts.st.update(ctx, ts.id, func(g *oauthGrant) error {
+		if g.URL != ts.url {
+			return errors.New("the server's URL changed during the refresh")
+		}
+		g.Token, g.Failed = saved, ""
+		return nil
+	})
+}
+
+// storableToken is a copy of the token response t with a sane expiry.
+func storableToken(t *transport.Token) (*transport.Token, error) {
 	if t == nil || t.AccessToken == "" {
-		return errors.New("the token response has no access token")
+		return nil, errors.New("the token response has no access token")
 	}
 	saved := *t
 	if saved.ExpiresIn < 0 || saved.ExpiresIn > maxTokenLife {
@@ -214,13 +228,7 @@ func (ts *tokenStore) SaveToken(ctx context.Context, t *transport.Token) error {
 	if saved.ExpiresAt.IsZero() && saved.ExpiresIn > 0 {
 		saved.ExpiresAt = time.Now().Add(time.Duration(saved.ExpiresIn) * time.Second)
 	}
-	return ts.st.update(ctx, ts.id, func(g *oauthGrant) error {
-		if g.URL != ts.url {
-			return errors.New("the server's URL changed during the authorisation")
-		}
-		g.Token, g.Failed = &saved, ""
-		return nil
-	})
+	return &saved, nil
 }
 
 // maxTokenLife bounds a token's expires_in (seconds) taken at its word: a year.

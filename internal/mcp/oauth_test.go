@@ -388,3 +388,37 @@ func TestOAuthConcurrent401sRefreshOnce(t *testing.T) {
 		t.Errorf("after the refresh: state %s, auth %q, error %q", st.State, st.Auth, st.Error)
 	}
 }
+
+// TestOAuthAbandonedConnectKeepsGrant: a Connect left on the provider's page changes
+// nothing stored. It used to save its new registration (another redirect URI, so
+// another client) at once beside the old token: after a restart the refresh went out
+// as a client the token was never issued to, was refused, and the working grant was
+// lost.
+func TestOAuthAbandonedConnectKeepsGrant(t *testing.T) {
+	as := oauthtest.Start(t)
+	h := newOAuthHarness(t)
+	cfg := h.add(t, "prov", as.URL)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateUnauthorized)
+	h.authorize(t, cfg, as)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateReady)
+
+	// Connect through another host name, and the tab closed on the consent page.
+	ctx := context.Background()
+	if _, _, err := h.sup.BeginOAuth(ctx, cfg, 1, "http://atrium.lan:8080/settings/mcp/oauth/callback"); err != nil {
+		t.Fatal(err)
+	}
+	if n := as.Registrated.Load(); n != 2 {
+		t.Fatalf("%d registrations, want a second one for the other redirect URI", n)
+	}
+	h.sup.Apply(ctx, nil) // disabled and enabled again: a new connection from the stored grant
+	h.sup.Apply(ctx, []mcp.ServerConfig{cfg})
+	h.waitState(t, "prov", 20*time.Second, mcp.StateReady)
+
+	as.RevokeAccess()
+	if res := h.call(t, "prov__whoami", map[string]any{}); res.IsError {
+		t.Fatalf("call after the token was refused: %+v", res)
+	}
+	if st := h.status("prov"); as.Refreshes.Load() != 1 || st.State != mcp.StateReady {
+		t.Errorf("refreshes %d, state %s (%s); want the old grant refreshed", as.Refreshes.Load(), st.State, st.Error)
+	}
+}

@@ -32,6 +32,10 @@ type OAuthFlow struct {
 	url      string
 	verifier string
 	handler  *transport.OAuthHandler
+	tokens   *transport.MemoryTokenStore // where handler puts the exchanged token
+	// grant is the registration and metadata this flow uses, stored only with the
+	// token it gets: an abandoned flow must not pair them with the old token.
+	grant oauthGrant
 }
 
 // OAuthFlowTTL is how long an admin has on the provider's consent page.
@@ -396,7 +400,11 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 	case old.Registered && old.RedirectURI == redirectURI && old.ClientID != "":
 		g.ClientID, g.ClientSecret, g.AuthMethod, g.Registered = old.ClientID, old.ClientSecret, old.AuthMethod, true
 	}
-	h := s.oauthHandler(cfg, g)
+	tokens := transport.NewMemoryTokenStore()
+	conf := s.oauthConfig(cfg, g)
+	conf.TokenStore = tokens
+	h := transport.NewOAuthHandler(conf)
+	h.SetBaseURL(cfg.URL)
 	md, err := h.GetServerMetadata(ctx)
 	if err != nil {
 		return fail("discovering its authorization server", err)
@@ -431,20 +439,8 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 	if resource != "" && !strings.Contains(authURL, "&resource=") {
 		authURL += "&resource=" + url.QueryEscape(resource)
 	}
-	// Keep the registration (and any earlier token, until the new one arrives).
-	if err := s.OAuth.update(ctx, cfg.ID, func(stored *oauthGrant) error {
-		token, failed, required := stored.Token, stored.Failed, stored.Required
-		if stored.URL != cfg.URL {
-			token, failed, required = nil, "", nil
-		}
-		*stored = g
-		stored.Token, stored.Failed, stored.Required = token, failed, required
-		return nil
-	}); err != nil {
-		return nil, "", err
-	}
 	f := &OAuthFlow{ServerID: cfg.ID, Server: cfg.Name, UserID: user, State: state, Expires: s.Now().Add(OAuthFlowTTL),
-		url: cfg.URL, verifier: verifier, handler: h}
+		url: cfg.URL, verifier: verifier, handler: h, tokens: tokens, grant: g}
 	return f, authURL, nil
 }
 
@@ -461,9 +457,22 @@ func (s *Supervisor) FinishOAuth(ctx context.Context, f *OAuthFlow, code string)
 		msg := redact(oauthErrorText(err), []string{f.verifier, code, f.handler.GetClientSecret()})
 		return errs.E(errs.Invalid, "Server %q: exchanging the code for a token failed: %s", f.Server, msg)
 	}
-	// The new grant holds what a step-up asked for (or the server will say so again).
+	t, err := f.tokens.GetToken(ctx)
+	if err != nil {
+		return err
+	}
+	tok, err := storableToken(t)
+	if err != nil {
+		return errs.E(errs.Invalid, "Server %q: exchanging the code for a token failed: %s", f.Server, err)
+	}
+	if u, ok := s.runningURL(f.ServerID); ok && u != f.url {
+		return errs.E(errs.Invalid, "Server %q: its URL changed during the authorisation; Connect again.", f.Server)
+	}
+	// The registration and the token it was issued to, together. The new grant holds
+	// what a step-up asked for (or the server will say so again).
 	if err := s.OAuth.update(ctx, f.ServerID, func(g *oauthGrant) error {
-		g.Required = nil
+		*g = f.grant
+		g.Token = tok
 		return nil
 	}); err != nil {
 		return err
