@@ -1,12 +1,15 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -72,8 +75,12 @@ type oauthGrant struct {
 	ResourceMetadataURL string   `json:"resource_metadata_url,omitempty"`
 	// AuthServerMetadataURL is set when there was no protected-resource metadata and
 	// the authorization server's was found at the server's root (2025-03-26 discovery).
-	AuthServerMetadataURL string           `json:"auth_server_metadata_url,omitempty"`
-	Token                 *transport.Token `json:"token,omitempty"`
+	AuthServerMetadataURL string `json:"auth_server_metadata_url,omitempty"`
+	// Resource is the RFC 8707 resource indicator Atrium sends itself, on the
+	// authorization URL and every token request: set when the metadata names a
+	// resource above the server's URL, which mcp-go is not told about.
+	Resource string           `json:"resource,omitempty"`
+	Token    *transport.Token `json:"token,omitempty"`
 	// Failed is why the last refresh failed; the admin must authorise again.
 	Failed string `json:"failed,omitempty"`
 	// Required are scopes the server asked for with a 403 insufficient_scope that the
@@ -308,8 +315,46 @@ func (s *Supervisor) oauthConfig(cfg ServerConfig, g oauthGrant) transport.OAuth
 		ProtectedResourceMetadataURL: g.ResourceMetadataURL,
 		AuthServerMetadataURL:        g.AuthServerMetadataURL,
 		PKCEEnabled:                  true,
-		HTTPClient:                   newOAuthHTTPClient(),
+		HTTPClient:                   oauthHTTPClientFor(g),
 	}
+}
+
+// oauthHTTPClientFor is the HTTP client for grant g's authorization server: one that
+// names g's resource on token requests when Atrium, not mcp-go, knows it.
+func oauthHTTPClientFor(g oauthGrant) *http.Client {
+	hc := newOAuthHTTPClient()
+	if g.Resource != "" {
+		hc.Transport = addResource{next: hc.Transport, resource: g.Resource}
+	}
+	return hc
+}
+
+// addResource is a RoundTripper that adds a resource parameter to token requests
+// (form posts with a grant_type) that have none.
+type addResource struct {
+	next     http.RoundTripper
+	resource string
+}
+
+func (a addResource) RoundTrip(r *http.Request) (*http.Response, error) {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if r.Method != http.MethodPost || ct != "application/x-www-form-urlencoded" || r.Body == nil {
+		return a.next.RoundTrip(r)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxOAuthBody))
+	r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	form, err := url.ParseQuery(string(body))
+	if err == nil && form.Get("grant_type") != "" && !form.Has("resource") {
+		form.Set("resource", a.resource)
+		body = []byte(form.Encode())
+	}
+	r = r.Clone(r.Context())
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return a.next.RoundTrip(r)
 }
 
 // isAuthRequired reports whether err is the server (or mcp-go, lacking a token)

@@ -422,3 +422,25 @@ func TestOAuthAbandonedConnectKeepsGrant(t *testing.T) {
 		t.Errorf("refreshes %d, state %s (%s); want the old grant refreshed", as.Refreshes.Load(), st.State, st.Error)
 	}
 }
+
+// TestOAuthResourceAtOrigin: where the metadata names a resource above the server's
+// URL, the code exchange and the refresh name it too (RFC 8707; the MCP spec requires
+// it on token requests), not only the authorization URL. Before, the token requests
+// went without it, and this authorization server refused the exchange.
+func TestOAuthResourceAtOrigin(t *testing.T) {
+	as := oauthtest.Start(t)
+	as.ResourceAtOrigin.Store(true)
+	h := newOAuthHarness(t)
+	cfg := h.add(t, "prov", as.URL)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateUnauthorized)
+	h.authorize(t, cfg, as)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateReady)
+
+	as.RevokeAccess()
+	if res := h.call(t, "prov__whoami", map[string]any{}); res.IsError {
+		t.Fatalf("call after the token was refused: %+v", res)
+	}
+	if as.Exchanges.Load() != 1 || as.Refreshes.Load() != 1 {
+		t.Errorf("code exchanges %d, refreshes %d; want 1 each", as.Exchanges.Load(), as.Refreshes.Load())
+	}
+}

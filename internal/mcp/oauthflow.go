@@ -353,7 +353,6 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 			break
 		}
 	}
-	var resource string // RFC 8707 indicator Atrium adds itself (see below)
 	if g.ResourceMetadataURL != "" && pr.Resource != "" && strings.TrimSuffix(pr.Resource, "/") != strings.TrimSuffix(cfg.URL, "/") {
 		// The metadata names a resource above the server's URL (its origin, say).
 		// mcp-go takes a metadata URL it is given only for exactly the server's URL, so
@@ -369,7 +368,7 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 					if strings.TrimSuffix(iss, "/") != strings.TrimSuffix(issuer, "/") {
 						return nil, "", errs.E(errs.Invalid, "Server %q: the authorization server's metadata names the issuer %q, not %q.", cfg.Name, capString(iss, 200), capString(issuer, 200))
 					}
-					g.AuthServerMetadataURL, g.ResourceMetadataURL, resource = u, "", pr.Resource
+					g.AuthServerMetadataURL, g.ResourceMetadataURL, g.Resource = u, "", pr.Resource
 					break
 				}
 			}
@@ -436,8 +435,8 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 	if err != nil {
 		return fail("building the authorization URL", err)
 	}
-	if resource != "" && !strings.Contains(authURL, "&resource=") {
-		authURL += "&resource=" + url.QueryEscape(resource)
+	if g.Resource != "" && !strings.Contains(authURL, "&resource=") {
+		authURL += "&resource=" + url.QueryEscape(g.Resource)
 	}
 	f := &OAuthFlow{ServerID: cfg.ID, Server: cfg.Name, UserID: user, State: state, Expires: s.Now().Add(OAuthFlowTTL),
 		url: cfg.URL, verifier: verifier, handler: h, tokens: tokens, grant: g}

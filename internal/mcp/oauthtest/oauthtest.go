@@ -39,7 +39,7 @@ const WriteScope = "mcp:write"
 // Server is a running OAuth-protected MCP server. Its fields after URL may be changed
 // while it runs.
 type Server struct {
-	URL    string // the MCP endpoint (…/mcp), also the resource identifier
+	URL    string // the MCP endpoint (…/mcp), also the resource identifier (see ResourceAtOrigin)
 	Issuer string // the authorization server (the same origin)
 
 	TokenTTL    atomic.Int64 // access token lifetime in seconds; default 3600
@@ -54,6 +54,10 @@ type Server struct {
 	// NeverEnough answers every tools/call with 403 insufficient_scope naming only
 	// Scope, which the token holds: a requirement no re-authorisation meets.
 	NeverEnough atomic.Bool
+	// ResourceAtOrigin makes the metadata name the origin (Issuer) as the resource, as
+	// servers mounted under a path often do; authorization and token requests must
+	// then name it.
+	ResourceAtOrigin atomic.Bool
 
 	Refreshes    atomic.Int32 // successful refresh grants
 	RefreshTries atomic.Int32 // refresh grant requests, refused ones too
@@ -129,7 +133,7 @@ func Start(tb testing.TB) *Server {
 		mcpHandler.ServeHTTP(w, r)
 	}))
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"resource": s.URL, "authorization_servers": []string{s.Issuer},
+		writeJSON(w, http.StatusOK, map[string]any{"resource": s.resource(), "authorization_servers": []string{s.Issuer},
 			"scopes_supported": []string{Scope}})
 	})
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
@@ -146,6 +150,14 @@ func Start(tb testing.TB) *Server {
 	mux.HandleFunc("POST /authorize", s.approve)
 	mux.HandleFunc("POST /token", s.token)
 	return s
+}
+
+// resource is the resource identifier the metadata names (RFC 8707, RFC 9728).
+func (s *Server) resource() string {
+	if s.ResourceAtOrigin.Load() {
+		return s.Issuer
+	}
+	return s.URL
 }
 
 // needs returns the scope a tools/call request lacks with token tok (as the 403's
@@ -252,8 +264,8 @@ func (s *Server) checkAuthorize(q url.Values) string {
 		return "response_type must be code"
 	case q.Get("code_challenge") == "" || q.Get("code_challenge_method") != "S256":
 		return "PKCE S256 required"
-	case q.Get("resource") != s.URL:
-		return "resource must be " + s.URL
+	case q.Get("resource") != s.resource():
+		return "resource must be " + s.resource()
 	case q.Get("state") == "":
 		return "state required"
 	}
@@ -326,8 +338,8 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusUnauthorized, "invalid_client", "unknown client")
 		return
 	}
-	if f.Get("resource") != s.URL {
-		oauthError(w, http.StatusBadRequest, "invalid_target", "resource must be "+s.URL)
+	if f.Get("resource") != s.resource() {
+		oauthError(w, http.StatusBadRequest, "invalid_target", "resource must be "+s.resource())
 		return
 	}
 	switch f.Get("grant_type") {
