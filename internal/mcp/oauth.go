@@ -421,7 +421,7 @@ func (s *server) refreshGrant(ctx context.Context, seen string) error {
 		return nil
 	}
 	// mcp-go quotes the token endpoint's answer, which might echo what was sent.
-	msg := redact(s.redact(oauthErrorText(err)), []string{g.Token.RefreshToken, g.Token.AccessToken, g.ClientSecret})
+	msg := oauthErrorText(err, s.secrets, []string{g.Token.RefreshToken, g.Token.AccessToken, g.ClientSecret})
 	s.log.Warn("mcp: oauth refresh failed", "err", msg)
 	replaced := false
 	if uerr := st.update(context.WithoutCancel(ctx), s.cfg.ID, func(g *oauthGrant) error {
@@ -444,10 +444,14 @@ func (s *server) refreshGrant(ctx context.Context, seen string) error {
 // maxOAuthError bounds an error text from an authorization server shown on a card.
 const maxOAuthError = 300
 
-// oauthErrorText is err's message cut to maxOAuthError bytes (mcp-go quotes whole
-// response bodies of failed token requests).
-func oauthErrorText(err error) string {
+// oauthErrorText is err's message without secrets, cut to maxOAuthError bytes (mcp-go
+// quotes whole response bodies of failed token requests). Redacted first: a secret
+// the cut went through would no longer match.
+func oauthErrorText(err error, secrets ...[]string) string {
 	msg := err.Error()
+	for _, s := range secrets {
+		msg = redact(msg, s)
+	}
 	if len(msg) > maxOAuthError {
 		msg = capString(msg, maxOAuthError) + "…"
 	}

@@ -444,3 +444,34 @@ func TestOAuthResourceAtOrigin(t *testing.T) {
 		t.Errorf("code exchanges %d, refreshes %d; want 1 each", as.Exchanges.Load(), as.Refreshes.Load())
 	}
 }
+
+// TestOAuthCutErrorHidesToken: an authorization server's error is redacted before it
+// is cut to fit the card. Cut first, a token echoed across the cut lost its end, no
+// longer matched, and its first part was shown.
+func TestOAuthCutErrorHidesToken(t *testing.T) {
+	as := oauthtest.Start(t)
+	h := newOAuthHarness(t)
+	cfg := h.add(t, "prov", as.URL)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateUnauthorized)
+	h.authorize(t, cfg, as)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateReady)
+
+	// mcp-go's "refresh token request failed: OAuth error: invalid_grant - " is some
+	// 60 bytes, so the echoed refresh token (35) starts near byte 290 of the error and
+	// the cut at 300 goes through it.
+	as.ErrorPadding.Store(215)
+	as.FailRefresh.Store(true)
+	as.RevokeAccess()
+	if res := h.call(t, "prov__whoami", map[string]any{}); !res.IsError {
+		t.Fatalf("call with a refused token and no refresh: %+v", res)
+	}
+	st := h.waitState(t, "prov", 20*time.Second, mcp.StateUnauthorized)
+	if !strings.Contains(st.Error, "xxxxx") || !strings.Contains(st.Error, "…") {
+		t.Fatalf("the error was not cut after the padding: %q", st.Error)
+	}
+	for _, tok := range as.Tokens() {
+		if strings.Contains(st.Error, tok[:8]) {
+			t.Fatalf("the card shows the start of a token (%s): %q", tok[:8], st.Error)
+		}
+	}
+}

@@ -325,7 +325,7 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 	defer cancel()
 	secrets := cfg.Secrets()
 	fail := func(step string, err error) (*OAuthFlow, string, error) {
-		return nil, "", errs.E(errs.Invalid, "Server %q: %s: %s", cfg.Name, step, redact(oauthErrorText(err), secrets))
+		return nil, "", errs.E(errs.Invalid, "Server %q: %s: %s", cfg.Name, step, oauthErrorText(err, secrets))
 	}
 	hc := newOAuthHTTPClient()
 	ch, err := probeAuth(ctx, hc, cfg)
@@ -453,7 +453,7 @@ func (s *Supervisor) FinishOAuth(ctx context.Context, f *OAuthFlow, code string)
 	defer cancel()
 	if err := f.handler.ProcessAuthorizationResponse(ctx, code, f.State, f.verifier); err != nil {
 		// mcp-go quotes the token endpoint's answer, which might echo what was sent.
-		msg := redact(oauthErrorText(err), []string{f.verifier, code, f.handler.GetClientSecret()})
+		msg := oauthErrorText(err, []string{f.verifier, code, f.handler.GetClientSecret()})
 		return errs.E(errs.Invalid, "Server %q: exchanging the code for a token failed: %s", f.Server, msg)
 	}
 	t, err := f.tokens.GetToken(ctx)

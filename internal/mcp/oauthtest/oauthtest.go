@@ -44,7 +44,10 @@ type Server struct {
 
 	TokenTTL    atomic.Int64 // access token lifetime in seconds; default 3600
 	FailRefresh atomic.Bool  // refresh requests get invalid_grant
-	AutoApprove atomic.Bool  // /authorize redirects at once instead of showing the consent page
+	// ErrorPadding is how many bytes of filler come before the refresh token that a
+	// refused refresh echoes in its error_description.
+	ErrorPadding atomic.Int32
+	AutoApprove  atomic.Bool // /authorize redirects at once instead of showing the consent page
 	// OpenHandshake lets initialize (and its notification) through without a token, as
 	// some servers do; everything after it still needs one.
 	OpenHandshake atomic.Bool
@@ -371,7 +374,8 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		if !ok || owner != client || s.FailRefresh.Load() {
 			// Echoes the token, as careless servers do: Atrium must not show it.
-			oauthError(w, http.StatusBadRequest, "invalid_grant", "refresh token "+f.Get("refresh_token")+" not valid")
+			pad := strings.Repeat("x", int(s.ErrorPadding.Load()))
+			oauthError(w, http.StatusBadRequest, "invalid_grant", pad+"refresh token "+f.Get("refresh_token")+" not valid")
 			return
 		}
 		s.Refreshes.Add(1)
