@@ -435,6 +435,16 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 	if err != nil {
 		return fail("building the authorization URL", err)
 	}
+	// The browser is sent there by a link and a meta refresh: only the web will do
+	// (mcp-go checks the endpoints from metadata, not those it makes up for a server
+	// named in authorization_servers).
+	if u, err := url.Parse(authURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		scheme := ""
+		if err == nil {
+			scheme = u.Scheme
+		}
+		return nil, "", errs.E(errs.Invalid, "Server %q: its authorization endpoint is not an http or https URL (scheme %q); Atrium will not send the browser there.", cfg.Name, capString(scheme, 40))
+	}
 	if g.Resource != "" && !strings.Contains(authURL, "&resource=") {
 		authURL += "&resource=" + url.QueryEscape(g.Resource)
 	}
