@@ -2,8 +2,10 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"html"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -147,4 +149,39 @@ func TestMCPOAuthProviderRefusal(t *testing.T) {
 		t.Fatalf("the refusal is not explained:\n%.3000s", page)
 	}
 	env.waitMCPState("prov", "unauthorized")
+}
+
+// TestMCPOAuthRefusesScriptAuthorizationURL: Connect sends the browser only to an http
+// or https authorization endpoint. A server whose metadata names a javascript:
+// authorization server got, through mcp-go's fallback endpoints (/authorize under the
+// server named), a javascript: URL in the Continue link and the meta refresh.
+func TestMCPOAuthRefusesScriptAuthorizationURL(t *testing.T) {
+	var self string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/mcp":
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+self+`/.well-known/oauth-protected-resource/mcp"`)
+			w.WriteHeader(http.StatusUnauthorized)
+		case "/.well-known/oauth-protected-resource/mcp":
+			fmt.Fprint(w, `{"resource":"`+self+`/mcp","authorization_servers":["javascript://evil.test"]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	self = srv.URL
+	env, admin := mcpTestEnv(t)
+	// A client entered on the form: no registration is needed to build the URL.
+	wantStatus(t, admin.post("/settings/mcp", url.Values{"name": {"hostile"}, "transport": {"http"}, "url": {srv.URL + "/mcp"},
+		"oauth_client_id": {"atrium"}}), http.StatusSeeOther)
+	env.waitMCPState("hostile", "unauthorized")
+	r := admin.post("/settings/mcp/"+strconv.FormatInt(env.mcpRow("hostile").ID, 10)+"/oauth", nil)
+	if strings.Contains(r.body, "javascript:") {
+		t.Fatalf("Connect offers a javascript: URL:\n%.2000s", r.body)
+	}
+	wantStatus(t, r, http.StatusSeeOther)
+	page := admin.get(r.Header.Get("Location")).body
+	if !strings.Contains(page, "not an http or https URL") || strings.Contains(page, "javascript:") {
+		t.Fatalf("the refusal is not explained:\n%.3000s", page)
+	}
 }

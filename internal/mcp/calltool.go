@@ -167,12 +167,16 @@ func (s *server) executor(mcpName string) func(context.Context, tools.Call) (str
 		req.Params.Arguments = json.RawMessage(call.Args)
 		req.Params.Meta = &mcp.Meta{ProgressToken: token}
 		s.calls.Add(1)
+		var seen string
+		if c.oauth != nil {
+			seen = s.accessToken(ctx)
+		}
 		res, err := c.client.CallTool(ctx, req)
 		if isAuthRequired(err) && c.oauth != nil && ctx.Err() == nil {
-			// The server refused the token before running the call: refresh it and
-			// try once more; if that fails the connection is lost and the card asks
-			// to re-authorise.
-			if s.refreshGrant(ctx, c.oauth) == nil {
+			// The server refused the token before running the call: refresh it (or
+			// take the one another call's refresh got) and try once more; if that
+			// fails the connection is lost and the card asks to re-authorise.
+			if s.refreshGrant(ctx, seen) == nil {
 				res, err = c.client.CallTool(ctx, req)
 			}
 		}

@@ -1,12 +1,15 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -40,6 +43,22 @@ type OAuthStore struct {
 	Keys Sealer
 
 	mu sync.Mutex // serialises read-modify-write of a grant
+	// refreshing holds one lock per server: refresh tokens rotate, so two refreshes
+	// with the same one would leave one of them refused.
+	refreshing map[int64]*sync.Mutex
+}
+
+// refreshLock is server id's refresh lock.
+func (st *OAuthStore) refreshLock(id int64) *sync.Mutex {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.refreshing == nil {
+		st.refreshing = map[int64]*sync.Mutex{}
+	}
+	if st.refreshing[id] == nil {
+		st.refreshing[id] = &sync.Mutex{}
+	}
+	return st.refreshing[id]
 }
 
 // oauthGrant is what one server's "Connect" yielded, sealed as JSON.
@@ -56,8 +75,12 @@ type oauthGrant struct {
 	ResourceMetadataURL string   `json:"resource_metadata_url,omitempty"`
 	// AuthServerMetadataURL is set when there was no protected-resource metadata and
 	// the authorization server's was found at the server's root (2025-03-26 discovery).
-	AuthServerMetadataURL string           `json:"auth_server_metadata_url,omitempty"`
-	Token                 *transport.Token `json:"token,omitempty"`
+	AuthServerMetadataURL string `json:"auth_server_metadata_url,omitempty"`
+	// Resource is the RFC 8707 resource indicator Atrium sends itself, on the
+	// authorization URL and every token request: set when the metadata names a
+	// resource above the server's URL, which mcp-go is not told about.
+	Resource string           `json:"resource,omitempty"`
+	Token    *transport.Token `json:"token,omitempty"`
 	// Failed is why the last refresh failed; the admin must authorise again.
 	Failed string `json:"failed,omitempty"`
 	// Required are scopes the server asked for with a 403 insufficient_scope that the
@@ -180,14 +203,28 @@ func (ts *tokenStore) GetToken(ctx context.Context) (*transport.Token, error) {
 	return &t, nil
 }
 
-// SaveToken stores a new token (from the code exchange or a refresh) and clears a
-// recorded refresh failure.
+// SaveToken stores a new token (from a refresh) and clears a recorded refresh failure.
 func (ts *tokenStore) SaveToken(ctx context.Context, t *transport.Token) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	saved, err := storableToken(t)
+	if err != nil {
+		return err
+	}
+	return ts.st.update(ctx, ts.id, func(g *oauthGrant) error {
+		if g.URL != ts.url {
+			return errors.New("the server's URL changed during the refresh")
+		}
+		g.Token, g.Failed = saved, ""
+		return nil
+	})
+}
+
+// storableToken is a copy of the token response t with a sane expiry.
+func storableToken(t *transport.Token) (*transport.Token, error) {
 	if t == nil || t.AccessToken == "" {
-		return errors.New("the token response has no access token")
+		return nil, errors.New("the token response has no access token")
 	}
 	saved := *t
 	if saved.ExpiresIn < 0 || saved.ExpiresIn > maxTokenLife {
@@ -198,13 +235,7 @@ func (ts *tokenStore) SaveToken(ctx context.Context, t *transport.Token) error {
 	if saved.ExpiresAt.IsZero() && saved.ExpiresIn > 0 {
 		saved.ExpiresAt = time.Now().Add(time.Duration(saved.ExpiresIn) * time.Second)
 	}
-	return ts.st.update(ctx, ts.id, func(g *oauthGrant) error {
-		if g.URL != ts.url {
-			return errors.New("the server's URL changed during the authorisation")
-		}
-		g.Token, g.Failed = &saved, ""
-		return nil
-	})
+	return &saved, nil
 }
 
 // maxTokenLife bounds a token's expires_in (seconds) taken at its word: a year.
@@ -284,8 +315,46 @@ func (s *Supervisor) oauthConfig(cfg ServerConfig, g oauthGrant) transport.OAuth
 		ProtectedResourceMetadataURL: g.ResourceMetadataURL,
 		AuthServerMetadataURL:        g.AuthServerMetadataURL,
 		PKCEEnabled:                  true,
-		HTTPClient:                   newOAuthHTTPClient(),
+		HTTPClient:                   oauthHTTPClientFor(g),
 	}
+}
+
+// oauthHTTPClientFor is the HTTP client for grant g's authorization server: one that
+// names g's resource on token requests when Atrium, not mcp-go, knows it.
+func oauthHTTPClientFor(g oauthGrant) *http.Client {
+	hc := newOAuthHTTPClient()
+	if g.Resource != "" {
+		hc.Transport = addResource{next: hc.Transport, resource: g.Resource}
+	}
+	return hc
+}
+
+// addResource is a RoundTripper that adds a resource parameter to token requests
+// (form posts with a grant_type) that have none.
+type addResource struct {
+	next     http.RoundTripper
+	resource string
+}
+
+func (a addResource) RoundTrip(r *http.Request) (*http.Response, error) {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if r.Method != http.MethodPost || ct != "application/x-www-form-urlencoded" || r.Body == nil {
+		return a.next.RoundTrip(r)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxOAuthBody))
+	r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	form, err := url.ParseQuery(string(body))
+	if err == nil && form.Get("grant_type") != "" && !form.Has("resource") {
+		form.Set("resource", a.resource)
+		body = []byte(form.Encode())
+	}
+	r = r.Clone(r.Context())
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return a.next.RoundTrip(r)
 }
 
 // isAuthRequired reports whether err is the server (or mcp-go, lacking a token)
@@ -302,37 +371,72 @@ var errRefreshFailed = errors.New("refreshing the token failed")
 
 func isRefreshFailure(err error) bool { return errors.Is(err, errRefreshFailed) }
 
-// refreshGrant refreshes the server's token now, whatever its expiry (the server
-// refused it), with h or, when nil, a handler built from the grant. A failure other
-// than errNoRefresh is recorded in the grant: the card then asks to re-authorise, and
-// the token is not offered again.
-func (s *server) refreshGrant(ctx context.Context, h *transport.OAuthHandler) error {
+// accessToken is the server's stored access token, "" when it has none: taken before
+// a request, it tells refreshGrant which token a refusal was for.
+func (s *server) accessToken(ctx context.Context) string {
+	g, ok, err := s.sup.OAuth.grantFor(ctx, s.cfg)
+	if err != nil || !ok || g.Token == nil {
+		return ""
+	}
+	return g.Token.AccessToken
+}
+
+// refreshGrant refreshes the server's token now, whatever its expiry, because the
+// server refused the access token seen ("" when not known). Refreshes of one server
+// take turns, and one that finds seen already replaced (another refresh, or a new
+// authorisation) returns at once: the caller tries again with the stored token. A
+// failure other than errNoRefresh is recorded in the grant, unless the refresh token
+// was replaced meanwhile: the card then asks to re-authorise, and the token is not
+// offered again.
+func (s *server) refreshGrant(ctx context.Context, seen string) error {
 	st := s.sup.OAuth
+	if st == nil || s.cfg.ID == 0 {
+		return errNoRefresh
+	}
+	mu := st.refreshLock(s.cfg.ID)
+	mu.Lock()
+	defer mu.Unlock()
 	g, ok, err := st.grantFor(ctx, s.cfg)
 	if err != nil {
 		return err
 	}
-	if !ok || g.Token == nil || g.Token.RefreshToken == "" || g.Failed != "" {
+	if !ok || g.Token == nil || g.Failed != "" {
 		return errNoRefresh
 	}
-	if h == nil {
-		h = s.sup.oauthHandler(s.cfg, g)
+	if seen != "" && g.Token.AccessToken != seen {
+		return nil
 	}
+	if g.Token.RefreshToken == "" {
+		return errNoRefresh
+	}
+	// A handler of its own: the connection's resets its metadata on every 401, which
+	// concurrent calls would do in the middle of this refresh.
+	h := s.sup.oauthHandler(s.cfg, g)
 	rctx, cancel := context.WithTimeout(ctx, oauthTimeout)
 	defer cancel()
-	_, err = h.RefreshToken(rctx, g.Token.RefreshToken)
+	spent := g.Token.RefreshToken
+	_, err = h.RefreshToken(rctx, spent)
 	if err == nil {
 		s.log.Info("mcp: oauth token refreshed after the server refused it")
 		return nil
 	}
 	// mcp-go quotes the token endpoint's answer, which might echo what was sent.
-	msg := redact(s.redact(oauthErrorText(err)), []string{g.Token.RefreshToken, g.Token.AccessToken, g.ClientSecret})
+	msg := oauthErrorText(err, s.secrets, []string{g.Token.RefreshToken, g.Token.AccessToken, g.ClientSecret})
 	s.log.Warn("mcp: oauth refresh failed", "err", msg)
+	replaced := false
 	if uerr := st.update(context.WithoutCancel(ctx), s.cfg.ID, func(g *oauthGrant) error {
+		// mcp-go's own refresh before expiry does not take turns with this one.
+		if g.Token == nil || g.Token.RefreshToken != spent {
+			replaced = true
+			return nil
+		}
 		g.Failed = msg
 		return nil
 	}); uerr != nil {
 		s.log.Error("mcp: could not record a failed oauth refresh", "err", uerr)
+	}
+	if replaced {
+		return nil
 	}
 	return fmt.Errorf("%w: %s", errRefreshFailed, msg)
 }
@@ -340,10 +444,14 @@ func (s *server) refreshGrant(ctx context.Context, h *transport.OAuthHandler) er
 // maxOAuthError bounds an error text from an authorization server shown on a card.
 const maxOAuthError = 300
 
-// oauthErrorText is err's message cut to maxOAuthError bytes (mcp-go quotes whole
-// response bodies of failed token requests).
-func oauthErrorText(err error) string {
+// oauthErrorText is err's message without secrets, cut to maxOAuthError bytes (mcp-go
+// quotes whole response bodies of failed token requests). Redacted first: a secret
+// the cut went through would no longer match.
+func oauthErrorText(err error, secrets ...[]string) string {
 	msg := err.Error()
+	for _, s := range secrets {
+		msg = redact(msg, s)
+	}
 	if len(msg) > maxOAuthError {
 		msg = capString(msg, maxOAuthError) + "…"
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"atrium/internal/mcp/oauthtest"
 	"atrium/internal/store"
 	"atrium/internal/testkit"
+	"atrium/internal/tools"
 )
 
 // oauthHarness is a supervisor with OAuth grants in a real database file.
@@ -349,5 +351,127 @@ func TestOAuthFlowsAreOneTimeAndPerUser(t *testing.T) {
 	}
 	if _, ok := fs.Take("", 1, now); ok {
 		t.Fatal("an empty state matched")
+	}
+}
+
+// TestOAuthConcurrent401sRefreshOnce: calls that the server refuses together share one
+// refresh. The authorization server rotates refresh tokens, so before they did, each
+// call sent the same refresh token, all but one got invalid_grant, and the last
+// failure overwrote the success: the calls failed and the card asked to re-authorise.
+func TestOAuthConcurrent401sRefreshOnce(t *testing.T) {
+	as := oauthtest.Start(t)
+	h := newOAuthHarness(t)
+	cfg := h.add(t, "prov", as.URL)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateUnauthorized)
+	h.authorize(t, cfg, as)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateReady)
+	if res := h.call(t, "prov__whoami", map[string]any{}); res.IsError {
+		t.Fatalf("first call: %+v", res)
+	}
+
+	as.RevokeAccess()
+	var wg sync.WaitGroup
+	results := make([]tools.Result, 8)
+	for i := range results {
+		wg.Go(func() { results[i] = h.call(t, "prov__whoami", map[string]any{"greeting": fmt.Sprint(i)}) })
+	}
+	wg.Wait()
+	for i, res := range results {
+		if res.IsError || !strings.Contains(res.Content, "; "+fmt.Sprint(i)) {
+			t.Errorf("call %d: %+v", i, res)
+		}
+	}
+	if n := as.RefreshTries.Load(); n != 1 {
+		t.Errorf("%d refresh requests reached the authorization server, want 1", n)
+	}
+	if st := h.status("prov"); st.State != mcp.StateReady || st.Auth != "" {
+		t.Errorf("after the refresh: state %s, auth %q, error %q", st.State, st.Auth, st.Error)
+	}
+}
+
+// TestOAuthAbandonedConnectKeepsGrant: a Connect left on the provider's page changes
+// nothing stored. It used to save its new registration (another redirect URI, so
+// another client) at once beside the old token: after a restart the refresh went out
+// as a client the token was never issued to, was refused, and the working grant was
+// lost.
+func TestOAuthAbandonedConnectKeepsGrant(t *testing.T) {
+	as := oauthtest.Start(t)
+	h := newOAuthHarness(t)
+	cfg := h.add(t, "prov", as.URL)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateUnauthorized)
+	h.authorize(t, cfg, as)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateReady)
+
+	// Connect through another host name, and the tab closed on the consent page.
+	ctx := context.Background()
+	if _, _, err := h.sup.BeginOAuth(ctx, cfg, 1, "http://atrium.lan:8080/settings/mcp/oauth/callback"); err != nil {
+		t.Fatal(err)
+	}
+	if n := as.Registrated.Load(); n != 2 {
+		t.Fatalf("%d registrations, want a second one for the other redirect URI", n)
+	}
+	h.sup.Apply(ctx, nil) // disabled and enabled again: a new connection from the stored grant
+	h.sup.Apply(ctx, []mcp.ServerConfig{cfg})
+	h.waitState(t, "prov", 20*time.Second, mcp.StateReady)
+
+	as.RevokeAccess()
+	if res := h.call(t, "prov__whoami", map[string]any{}); res.IsError {
+		t.Fatalf("call after the token was refused: %+v", res)
+	}
+	if st := h.status("prov"); as.Refreshes.Load() != 1 || st.State != mcp.StateReady {
+		t.Errorf("refreshes %d, state %s (%s); want the old grant refreshed", as.Refreshes.Load(), st.State, st.Error)
+	}
+}
+
+// TestOAuthResourceAtOrigin: where the metadata names a resource above the server's
+// URL, the code exchange and the refresh name it too (RFC 8707; the MCP spec requires
+// it on token requests), not only the authorization URL. Before, the token requests
+// went without it, and this authorization server refused the exchange.
+func TestOAuthResourceAtOrigin(t *testing.T) {
+	as := oauthtest.Start(t)
+	as.ResourceAtOrigin.Store(true)
+	h := newOAuthHarness(t)
+	cfg := h.add(t, "prov", as.URL)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateUnauthorized)
+	h.authorize(t, cfg, as)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateReady)
+
+	as.RevokeAccess()
+	if res := h.call(t, "prov__whoami", map[string]any{}); res.IsError {
+		t.Fatalf("call after the token was refused: %+v", res)
+	}
+	if as.Exchanges.Load() != 1 || as.Refreshes.Load() != 1 {
+		t.Errorf("code exchanges %d, refreshes %d; want 1 each", as.Exchanges.Load(), as.Refreshes.Load())
+	}
+}
+
+// TestOAuthCutErrorHidesToken: an authorization server's error is redacted before it
+// is cut to fit the card. Cut first, a token echoed across the cut lost its end, no
+// longer matched, and its first part was shown.
+func TestOAuthCutErrorHidesToken(t *testing.T) {
+	as := oauthtest.Start(t)
+	h := newOAuthHarness(t)
+	cfg := h.add(t, "prov", as.URL)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateUnauthorized)
+	h.authorize(t, cfg, as)
+	h.waitState(t, "prov", 20*time.Second, mcp.StateReady)
+
+	// mcp-go's "refresh token request failed: OAuth error: invalid_grant - " is some
+	// 60 bytes, so the echoed refresh token (35) starts near byte 290 of the error and
+	// the cut at 300 goes through it.
+	as.ErrorPadding.Store(215)
+	as.FailRefresh.Store(true)
+	as.RevokeAccess()
+	if res := h.call(t, "prov__whoami", map[string]any{}); !res.IsError {
+		t.Fatalf("call with a refused token and no refresh: %+v", res)
+	}
+	st := h.waitState(t, "prov", 20*time.Second, mcp.StateUnauthorized)
+	if !strings.Contains(st.Error, "xxxxx") || !strings.Contains(st.Error, "…") {
+		t.Fatalf("the error was not cut after the padding: %q", st.Error)
+	}
+	for _, tok := range as.Tokens() {
+		if strings.Contains(st.Error, tok[:8]) {
+			t.Fatalf("the card shows the start of a token (%s): %q", tok[:8], st.Error)
+		}
 	}
 }

@@ -32,6 +32,10 @@ type OAuthFlow struct {
 	url      string
 	verifier string
 	handler  *transport.OAuthHandler
+	tokens   *transport.MemoryTokenStore // where handler puts the exchanged token
+	// grant is the registration and metadata this flow uses, stored only with the
+	// token it gets: an abandoned flow must not pair them with the old token.
+	grant oauthGrant
 }
 
 // OAuthFlowTTL is how long an admin has on the provider's consent page.
@@ -321,7 +325,7 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 	defer cancel()
 	secrets := cfg.Secrets()
 	fail := func(step string, err error) (*OAuthFlow, string, error) {
-		return nil, "", errs.E(errs.Invalid, "Server %q: %s: %s", cfg.Name, step, redact(oauthErrorText(err), secrets))
+		return nil, "", errs.E(errs.Invalid, "Server %q: %s: %s", cfg.Name, step, oauthErrorText(err, secrets))
 	}
 	hc := newOAuthHTTPClient()
 	ch, err := probeAuth(ctx, hc, cfg)
@@ -349,7 +353,6 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 			break
 		}
 	}
-	var resource string // RFC 8707 indicator Atrium adds itself (see below)
 	if g.ResourceMetadataURL != "" && pr.Resource != "" && strings.TrimSuffix(pr.Resource, "/") != strings.TrimSuffix(cfg.URL, "/") {
 		// The metadata names a resource above the server's URL (its origin, say).
 		// mcp-go takes a metadata URL it is given only for exactly the server's URL, so
@@ -365,7 +368,7 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 					if strings.TrimSuffix(iss, "/") != strings.TrimSuffix(issuer, "/") {
 						return nil, "", errs.E(errs.Invalid, "Server %q: the authorization server's metadata names the issuer %q, not %q.", cfg.Name, capString(iss, 200), capString(issuer, 200))
 					}
-					g.AuthServerMetadataURL, g.ResourceMetadataURL, resource = u, "", pr.Resource
+					g.AuthServerMetadataURL, g.ResourceMetadataURL, g.Resource = u, "", pr.Resource
 					break
 				}
 			}
@@ -396,7 +399,11 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 	case old.Registered && old.RedirectURI == redirectURI && old.ClientID != "":
 		g.ClientID, g.ClientSecret, g.AuthMethod, g.Registered = old.ClientID, old.ClientSecret, old.AuthMethod, true
 	}
-	h := s.oauthHandler(cfg, g)
+	tokens := transport.NewMemoryTokenStore()
+	conf := s.oauthConfig(cfg, g)
+	conf.TokenStore = tokens
+	h := transport.NewOAuthHandler(conf)
+	h.SetBaseURL(cfg.URL)
 	md, err := h.GetServerMetadata(ctx)
 	if err != nil {
 		return fail("discovering its authorization server", err)
@@ -428,23 +435,21 @@ func (s *Supervisor) BeginOAuth(ctx context.Context, cfg ServerConfig, user int6
 	if err != nil {
 		return fail("building the authorization URL", err)
 	}
-	if resource != "" && !strings.Contains(authURL, "&resource=") {
-		authURL += "&resource=" + url.QueryEscape(resource)
-	}
-	// Keep the registration (and any earlier token, until the new one arrives).
-	if err := s.OAuth.update(ctx, cfg.ID, func(stored *oauthGrant) error {
-		token, failed, required := stored.Token, stored.Failed, stored.Required
-		if stored.URL != cfg.URL {
-			token, failed, required = nil, "", nil
+	// The browser is sent there by a link and a meta refresh: only the web will do
+	// (mcp-go checks the endpoints from metadata, not those it makes up for a server
+	// named in authorization_servers).
+	if u, err := url.Parse(authURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		scheme := ""
+		if err == nil {
+			scheme = u.Scheme
 		}
-		*stored = g
-		stored.Token, stored.Failed, stored.Required = token, failed, required
-		return nil
-	}); err != nil {
-		return nil, "", err
+		return nil, "", errs.E(errs.Invalid, "Server %q: its authorization endpoint is not an http or https URL (scheme %q); Atrium will not send the browser there.", cfg.Name, capString(scheme, 40))
+	}
+	if g.Resource != "" && !strings.Contains(authURL, "&resource=") {
+		authURL += "&resource=" + url.QueryEscape(g.Resource)
 	}
 	f := &OAuthFlow{ServerID: cfg.ID, Server: cfg.Name, UserID: user, State: state, Expires: s.Now().Add(OAuthFlowTTL),
-		url: cfg.URL, verifier: verifier, handler: h}
+		url: cfg.URL, verifier: verifier, handler: h, tokens: tokens, grant: g}
 	return f, authURL, nil
 }
 
@@ -458,12 +463,25 @@ func (s *Supervisor) FinishOAuth(ctx context.Context, f *OAuthFlow, code string)
 	defer cancel()
 	if err := f.handler.ProcessAuthorizationResponse(ctx, code, f.State, f.verifier); err != nil {
 		// mcp-go quotes the token endpoint's answer, which might echo what was sent.
-		msg := redact(oauthErrorText(err), []string{f.verifier, code, f.handler.GetClientSecret()})
+		msg := oauthErrorText(err, []string{f.verifier, code, f.handler.GetClientSecret()})
 		return errs.E(errs.Invalid, "Server %q: exchanging the code for a token failed: %s", f.Server, msg)
 	}
-	// The new grant holds what a step-up asked for (or the server will say so again).
+	t, err := f.tokens.GetToken(ctx)
+	if err != nil {
+		return err
+	}
+	tok, err := storableToken(t)
+	if err != nil {
+		return errs.E(errs.Invalid, "Server %q: exchanging the code for a token failed: %s", f.Server, err)
+	}
+	if u, ok := s.runningURL(f.ServerID); ok && u != f.url {
+		return errs.E(errs.Invalid, "Server %q: its URL changed during the authorisation; Connect again.", f.Server)
+	}
+	// The registration and the token it was issued to, together. The new grant holds
+	// what a step-up asked for (or the server will say so again).
 	if err := s.OAuth.update(ctx, f.ServerID, func(g *oauthGrant) error {
-		g.Required = nil
+		*g = f.grant
+		g.Token = tok
 		return nil
 	}); err != nil {
 		return err

@@ -85,11 +85,15 @@ func (s *server) run() {
 	failures := 0 // consecutive failed connection attempts
 	everReady := false
 	for s.ctx.Err() == nil {
+		var seen string
+		if s.cfg.Transport != TransportStdio {
+			seen = s.accessToken(s.ctx)
+		}
 		c, cat, err := s.connect()
 		if err != nil && isAuthRequired(err) {
 			// The server refused the token (or mcp-go found it expired and could not
 			// refresh it): refresh it once now and try again.
-			if rerr := s.refreshGrant(s.ctx, nil); rerr == nil {
+			if rerr := s.refreshGrant(s.ctx, seen); rerr == nil {
 				c, cat, err = s.connect()
 			} else if !errors.Is(rerr, errNoRefresh) {
 				err = rerr

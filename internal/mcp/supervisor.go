@@ -322,6 +322,18 @@ func (s *Supervisor) Reconnect(name string) {
 	}
 }
 
+// runningURL is the URL server id runs with; ok is false when it does not run.
+func (s *Supervisor) runningURL(id int64) (u string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, srv := range s.servers {
+		if srv.cfg.ID == id {
+			return srv.cfg.URL, true
+		}
+	}
+	return "", false
+}
+
 // lookup returns the running server called name, or errs.NotFound.
 func (s *Supervisor) lookup(name string) (*server, error) {
 	s.mu.Lock()

@@ -39,12 +39,15 @@ const WriteScope = "mcp:write"
 // Server is a running OAuth-protected MCP server. Its fields after URL may be changed
 // while it runs.
 type Server struct {
-	URL    string // the MCP endpoint (…/mcp), also the resource identifier
+	URL    string // the MCP endpoint (…/mcp), also the resource identifier (see ResourceAtOrigin)
 	Issuer string // the authorization server (the same origin)
 
 	TokenTTL    atomic.Int64 // access token lifetime in seconds; default 3600
 	FailRefresh atomic.Bool  // refresh requests get invalid_grant
-	AutoApprove atomic.Bool  // /authorize redirects at once instead of showing the consent page
+	// ErrorPadding is how many bytes of filler come before the refresh token that a
+	// refused refresh echoes in its error_description.
+	ErrorPadding atomic.Int32
+	AutoApprove  atomic.Bool // /authorize redirects at once instead of showing the consent page
 	// OpenHandshake lets initialize (and its notification) through without a token, as
 	// some servers do; everything after it still needs one.
 	OpenHandshake atomic.Bool
@@ -54,13 +57,18 @@ type Server struct {
 	// NeverEnough answers every tools/call with 403 insufficient_scope naming only
 	// Scope, which the token holds: a requirement no re-authorisation meets.
 	NeverEnough atomic.Bool
+	// ResourceAtOrigin makes the metadata name the origin (Issuer) as the resource, as
+	// servers mounted under a path often do; authorization and token requests must
+	// then name it.
+	ResourceAtOrigin atomic.Bool
 
-	Refreshes   atomic.Int32 // successful refresh grants
-	Exchanges   atomic.Int32 // successful code exchanges
-	Rejected    atomic.Int32 // MCP requests refused with 401 although they carried a token
-	Registrated atomic.Int32 // dynamic registrations
-	Authorized  atomic.Int32 // codes issued (authorisations the admin went through)
-	Forbidden   atomic.Int32 // MCP requests refused with 403 insufficient_scope
+	Refreshes    atomic.Int32 // successful refresh grants
+	RefreshTries atomic.Int32 // refresh grant requests, refused ones too
+	Exchanges    atomic.Int32 // successful code exchanges
+	Rejected     atomic.Int32 // MCP requests refused with 401 although they carried a token
+	Registrated  atomic.Int32 // dynamic registrations
+	Authorized   atomic.Int32 // codes issued (authorisations the admin went through)
+	Forbidden    atomic.Int32 // MCP requests refused with 403 insufficient_scope
 
 	mu      sync.Mutex
 	clients map[string][]string  // client id → redirect URIs
@@ -128,7 +136,7 @@ func Start(tb testing.TB) *Server {
 		mcpHandler.ServeHTTP(w, r)
 	}))
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"resource": s.URL, "authorization_servers": []string{s.Issuer},
+		writeJSON(w, http.StatusOK, map[string]any{"resource": s.resource(), "authorization_servers": []string{s.Issuer},
 			"scopes_supported": []string{Scope}})
 	})
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
@@ -145,6 +153,14 @@ func Start(tb testing.TB) *Server {
 	mux.HandleFunc("POST /authorize", s.approve)
 	mux.HandleFunc("POST /token", s.token)
 	return s
+}
+
+// resource is the resource identifier the metadata names (RFC 8707, RFC 9728).
+func (s *Server) resource() string {
+	if s.ResourceAtOrigin.Load() {
+		return s.Issuer
+	}
+	return s.URL
 }
 
 // needs returns the scope a tools/call request lacks with token tok (as the 403's
@@ -251,8 +267,8 @@ func (s *Server) checkAuthorize(q url.Values) string {
 		return "response_type must be code"
 	case q.Get("code_challenge") == "" || q.Get("code_challenge_method") != "S256":
 		return "PKCE S256 required"
-	case q.Get("resource") != s.URL:
-		return "resource must be " + s.URL
+	case q.Get("resource") != s.resource():
+		return "resource must be " + s.resource()
 	case q.Get("state") == "":
 		return "state required"
 	}
@@ -325,8 +341,8 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusUnauthorized, "invalid_client", "unknown client")
 		return
 	}
-	if f.Get("resource") != s.URL {
-		oauthError(w, http.StatusBadRequest, "invalid_target", "resource must be "+s.URL)
+	if f.Get("resource") != s.resource() {
+		oauthError(w, http.StatusBadRequest, "invalid_target", "resource must be "+s.resource())
 		return
 	}
 	switch f.Get("grant_type") {
@@ -348,6 +364,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			s.issue(w, client, g.scope)
 		}
 	case "refresh_token":
+		s.RefreshTries.Add(1)
 		s.mu.Lock()
 		owner, ok := s.refresh[f.Get("refresh_token")]
 		scope := s.scopes[f.Get("refresh_token")]
@@ -357,7 +374,8 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		if !ok || owner != client || s.FailRefresh.Load() {
 			// Echoes the token, as careless servers do: Atrium must not show it.
-			oauthError(w, http.StatusBadRequest, "invalid_grant", "refresh token "+f.Get("refresh_token")+" not valid")
+			pad := strings.Repeat("x", int(s.ErrorPadding.Load()))
+			oauthError(w, http.StatusBadRequest, "invalid_grant", pad+"refresh token "+f.Get("refresh_token")+" not valid")
 			return
 		}
 		s.Refreshes.Add(1)
