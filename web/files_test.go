@@ -56,7 +56,11 @@ func (b *browser) upload(sessionID, name string, data []byte) response {
 	req.Header.Set("Content-Type", w.FormDataContentType())
 	req.Header.Set("X-CSRF-Token", b.token())
 	req.Header.Set("HX-Request", "true")
-	return b.do(req)
+	// A PDF is read in a child with 15 s of wall clock: on a loaded machine the answer
+	// may come later than the browser's usual 10 s.
+	client := *b.client
+	client.Timeout = time.Minute
+	return b.doWith(&client, req)
 }
 
 type uploaded struct {

@@ -125,7 +125,12 @@ type response struct {
 
 func (b *browser) do(req *http.Request) response {
 	b.env.t.Helper()
-	resp, err := b.client.Do(req)
+	return b.doWith(b.client, req)
+}
+
+func (b *browser) doWith(client *http.Client, req *http.Request) response {
+	b.env.t.Helper()
+	resp, err := client.Do(req)
 	if err != nil {
 		b.env.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
