@@ -49,8 +49,16 @@ type consents struct {
 type openQuestion struct {
 	q      mcp.Question
 	view   views.ConsentQuestion
-	answer chan mcp.Answer // cap 1
+	answer chan mcp.Answer // cap 1, sent on by whoever claimed the question
 	once   sync.Once
+}
+
+// claim takes the question for one answer, a person's or its end's: only the first
+// claim succeeds, and an answer that claimed it is sent on answer.
+func (oq *openQuestion) claim() bool {
+	claimed := false
+	oq.once.Do(func() { claimed = true })
+	return claimed
 }
 
 func newConsents(s *Server) *consents {
@@ -87,14 +95,23 @@ func (cs *consents) wait(ctx context.Context, oq *openQuestion) (string, mcp.Ans
 	limit := time.NewTimer(cs.maxWait)
 	defer limit.Stop()
 	var unwatchedSince time.Time
+	// end closes the question with outcome, unless a person's answer claimed it first:
+	// that one is on its way (after "always" is saved) and stands.
+	end := func(outcome string, a mcp.Answer, err error) (string, mcp.Answer, error) {
+		if oq.claim() {
+			return outcome, a, err
+		}
+		a = <-oq.answer
+		return outcomeOf(a), a, nil
+	}
 	for {
 		select {
 		case a := <-oq.answer:
 			return outcomeOf(a), a, nil
 		case <-ctx.Done():
-			return "cancelled", mcp.Answer{Action: mcp.ActionCancel}, ctx.Err()
+			return end("cancelled", mcp.Answer{Action: mcp.ActionCancel}, ctx.Err())
 		case <-limit.C:
-			return "expired", mcp.Answer{Action: mcp.ActionCancel}, nil
+			return end("expired", mcp.Answer{Action: mcp.ActionCancel}, nil)
 		case <-tick.C:
 			if cs.s.Hub.Watching(oq.q.SessionID) > 0 {
 				unwatchedSince = time.Time{}
@@ -106,7 +123,7 @@ func (cs *consents) wait(ctx context.Context, oq *openQuestion) (string, mcp.Ans
 			}
 			if now.Sub(unwatchedSince) >= cs.unwatched {
 				cs.s.Log.Info("web: an MCP server's question declined: nobody watches the chat", "server", oq.q.Server, "session", oq.q.SessionID)
-				return "unwatched", mcp.Answer{Action: mcp.ActionDecline}, nil
+				return end("unwatched", mcp.Answer{Action: mcp.ActionDecline}, nil)
 			}
 		}
 	}
@@ -244,24 +261,27 @@ func (s *Server) answerConsent(c echo.Context) error {
 		if oq.q.Kind != mcp.AskSampling || !oq.view.CanAlways {
 			return errs.E(errs.Invalid, "Only an admin can approve a server's sampling for good.")
 		}
-		if err := s.allowSampling(c.Request().Context(), oq.q.Server); err != nil {
-			return err
-		}
 		ans = mcp.Answer{Action: mcp.ActionAccept, Always: true}
 	case mcp.ActionDecline, mcp.ActionCancel:
 	default:
 		return errs.E(errs.Invalid, "The answer must be accept, decline or cancel.")
 	}
-	sent := false
-	oq.once.Do(func() {
-		oq.answer <- ans
-		sent = true
-	})
+	// Claimed before "always" is saved: a second click, or one racing the question's
+	// end, must not turn it on while the reply says closed.
 	v := oq.view
-	v.Outcome = outcomeOf(ans)
-	if !sent {
+	if !oq.claim() {
 		v.Outcome = "closed"
+		return render(c, http.StatusOK, views.ConsentBox(v))
 	}
+	if ans.Always {
+		if err := s.allowSampling(c.Request().Context(), oq.q.Server); err != nil {
+			// The question is taken: the person approved this request at least.
+			oq.answer <- mcp.Answer{Action: mcp.ActionAccept}
+			return err
+		}
+	}
+	oq.answer <- ans
+	v.Outcome = outcomeOf(ans)
 	return render(c, http.StatusOK, views.ConsentBox(v))
 }
 

@@ -213,6 +213,52 @@ func TestSamplingConsentSettings(t *testing.T) {
 	}
 }
 
+// "Always" is saved only by the answer that takes the question: posted while another
+// answer is landing, it is told "closed" and the server's setting stays off. A question
+// ending (expired) while an answer is landing gets that answer, not its own.
+func TestSamplingAlwaysOnlyForAnOpenQuestion(t *testing.T) {
+	env, admin := mcpTestEnv(t)
+	form := url.Values{"name": {"remote"}, "transport": {"http"}, "url": {closedURL(t)}, "timeout": {"15"}}
+	wantStatus(t, admin.post("/settings/mcp", form), http.StatusSeeOther)
+	chat := admin.newSession()
+	env.srv.SetConsentTimes(time.Minute, 500*time.Millisecond)
+	answer := make(chan mcp.Answer, 1)
+	go func() {
+		ans, _ := env.srv.Asker().Ask(context.Background(), mcp.Question{Kind: mcp.AskSampling, Server: "remote", SessionID: chat,
+			OwnerID: env.userID("admin"), Sampling: &mcp.SamplingAsk{MaxTokens: 10}})
+		answer <- ans
+	}()
+	var qid string
+	testkit.Eventually(t, 10*time.Second, "the question to be open", func() bool {
+		qid = env.srv.OpenQuestion(chat)
+		return qid != ""
+	})
+
+	send, ok := env.srv.ClaimQuestion(qid, mcp.Answer{Action: mcp.ActionAccept})
+	if !ok {
+		t.Fatal("the question could not be claimed")
+	}
+	r := admin.post("/s/"+chat+"/consent/"+qid, url.Values{"action": {"always"}})
+	wantStatus(t, r, http.StatusOK)
+	if !strings.Contains(r.body, `data-outcome="closed"`) {
+		t.Fatalf("Always on a question being answered: %s", r.body)
+	}
+	if cfg, _ := env.srv.ServerConfig(context.Background(), env.mcpRow("remote")); cfg.SamplingAlways {
+		t.Fatal("Always on a question being answered turned sampling on for good")
+	}
+
+	time.Sleep(time.Second) // past the question's limit, with the first answer still landing
+	send()
+	select {
+	case ans := <-answer:
+		if ans.Action != mcp.ActionAccept || ans.Always {
+			t.Fatalf("answer %+v, want the first answer's accept", ans)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the question never ended")
+	}
+}
+
 // A link from a server opens in a new tab without a window.opener, naming its host.
 func TestConsentLink(t *testing.T) {
 	env, admin, id := chatEnv(t)

@@ -29,6 +29,20 @@ func (s *Server) SetConsentTimes(unwatched, maxWait time.Duration) {
 	s.consents.unwatched, s.consents.maxWait, s.consents.poll = unwatched, maxWait, 10*time.Millisecond
 }
 
+// ClaimQuestion takes the open question id as a person's answer does at the moment it
+// lands, and returns what then sends a, so a test can act in between.
+func (s *Server) ClaimQuestion(id string, a mcp.Answer) (send func(), ok bool) {
+	s.consents.mu.Lock()
+	oq := s.consents.open[id]
+	s.consents.mu.Unlock()
+	if oq == nil {
+		return nil, false
+	}
+	claimed := false
+	oq.once.Do(func() { claimed = true })
+	return func() { oq.answer <- a }, claimed
+}
+
 // OpenQuestion is the id of an MCP server's question open in the chat ("" for none).
 func (s *Server) OpenQuestion(sessionID string) string {
 	if qs := s.consents.forSession(sessionID); len(qs) > 0 {

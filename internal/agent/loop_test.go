@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"atrium/internal/agent"
+	"atrium/internal/llm"
 	"atrium/internal/llm/llmtest"
 	"atrium/internal/store"
 	"atrium/internal/testkit"
@@ -395,6 +396,72 @@ func TestToolTimeout(t *testing.T) {
 	}
 	if got := resultAfterCall(t, wireMessages(t, h.llm.LastRequest().Body), "c1").text(t); !strings.Contains(got, `"timeout"`) {
 		t.Errorf("the model got %q", got)
+	}
+}
+
+// TestSampleOutlivingItsCall: an MCP server may still be sampling when it answers the
+// call. The call's end cancels the sample and waits for it: its response is recorded
+// before the tool result, and nothing of the run follows the run's end (nor races the
+// turn's token counts, under -race).
+func TestSampleOutlivingItsCall(t *testing.T) {
+	asked := make(chan struct{})
+	var askedOnce sync.Once
+	sampled := make(chan error, 1)
+	h := newHarness(t, options{tools: []tools.Tool{{
+		Name:        "sampler",
+		Description: "When to use: never. What it does: has the model sampled in the background. Parameters: none.",
+		Schema:      json.RawMessage(`{"type":"object"}`),
+		Execute: func(ctx context.Context, call tools.Call) (string, error) {
+			go func() {
+				_, err := call.Hooks.Sample(context.Background(), "srv",
+					llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "sample slowly"}}})
+				sampled <- err
+			}()
+			select { // returns once the sample is on its way
+			case <-asked:
+			case <-ctx.Done():
+			}
+			return "started", nil
+		},
+	}}})
+	h.llm.SetHandler(func(req llmtest.ChatRequest) llmtest.Reply {
+		switch {
+		case req.LastUser() == "sample slowly":
+			askedOnce.Do(func() { close(asked) })
+			return llmtest.Reply{Text: llmtest.Words("one two three four five six seven eight nine ten"),
+				ChunkDelay: 200 * time.Millisecond, Usage: &llm.Usage{InputTokens: 3, OutputTokens: 10}}
+		case req.Messages[len(req.Messages)-1].Role == "tool":
+			return llmtest.Reply{Text: []string{"Done."}}
+		default:
+			return llmtest.Reply{ToolCalls: calls(llmtest.ToolCall{ID: "c1", Name: "sampler", Arguments: `{}`})}
+		}
+	})
+
+	h.send(t, "Sample in the background")
+	h.sink.waitFor(t, agent.EventRunEnded, 1)
+	select {
+	case <-sampled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sample never returned")
+	}
+	h.waitIdle(t)
+	evs := h.sink.all()
+	var kinds []string
+	response, result := -1, -1
+	for i, ev := range evs {
+		kinds = append(kinds, ev.Kind.String())
+		switch {
+		case ev.Kind == agent.EventModelResponse && ev.Purpose == agent.PurposeSampling+":srv":
+			response = i
+		case ev.Kind == agent.EventToolResult:
+			result = i
+		}
+	}
+	if evs[len(evs)-1].Kind != agent.EventRunEnded {
+		t.Errorf("events after the run ended: %v", kinds)
+	}
+	if response < 0 || result < 0 || response > result {
+		t.Errorf("the sample's response is not recorded before the tool result: %v", kinds)
 	}
 }
 

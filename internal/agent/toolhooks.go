@@ -25,8 +25,10 @@ type toolHooks struct {
 	key  string
 
 	mu       sync.Mutex
-	done     bool      // the call returned: later reports are dropped
-	reported time.Time // when the last progress event went out
+	done     bool                 // the call returned: later reports are dropped
+	reported time.Time            // when the last progress event went out
+	stops    []context.CancelFunc // of the samples running, called by finish
+	samples  sync.WaitGroup       // the samples running: finish waits for them
 }
 
 // progressEvery bounds the progress events of one call: a server reporting faster is
@@ -52,11 +54,18 @@ func (h *toolHooks) sample(ctx context.Context, server string, req llm.Request) 
 	t, a := h.t, h.t.a
 	req.Model, req.Tools = t.model, nil
 	purpose := PurposeSampling + ":" + server
+	// A server may go on sampling after its call returned; the call's end cancels the
+	// sample and waits for it, so that its tokens and events stay within the turn.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	h.mu.Lock()
 	if h.done {
 		h.mu.Unlock()
 		return llm.Response{}, context.Canceled
 	}
+	h.stops = append(h.stops, cancel)
+	h.samples.Add(1)
+	defer h.samples.Done()
 	started := a.Now()
 	t.emit(Event{Kind: EventModelRequest, Model: t.model, Request: &req, Purpose: purpose})
 	h.mu.Unlock()
@@ -72,9 +81,14 @@ func (h *toolHooks) sample(ctx context.Context, server string, req llm.Request) 
 	return resp, err
 }
 
-// finish marks the call returned; it waits for a report being emitted.
+// finish marks the call returned; it waits for a report being emitted, and cancels
+// the samples still running and waits for them to record their end.
 func (h *toolHooks) finish() {
 	h.mu.Lock()
 	h.done = true
+	for _, stop := range h.stops {
+		stop()
+	}
 	h.mu.Unlock()
+	h.samples.Wait()
 }

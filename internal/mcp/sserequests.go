@@ -22,8 +22,9 @@ import (
 // waited for an answer that never came and the tool call timed out. This RoundTripper
 // reads the event stream before the transport does: a request is taken out of the
 // stream, answered by the connection's request handler (the same as for the other
-// transports, see answerRequests) and the answer POSTed to the endpoint the server
-// named, with the stream's own headers (its credentials included).
+// transports, see answerRequests) and the answer POSTed to the first endpoint the
+// server named on the stream's own origin, with the stream's own headers (its
+// credentials included).
 type sseRequests struct {
 	next    http.RoundTripper
 	handler atomic.Pointer[transport.RequestHandler]
@@ -76,7 +77,22 @@ func (g *sseRequests) filter(r *http.Request, src io.ReadCloser, w *io.PipeWrite
 		defer func() { event, name, data = event[:0], "", "" }()
 		switch name {
 		case "endpoint":
-			if u, err := r.URL.Parse(strings.TrimSpace(data)); err == nil {
+			// The answers carry the stream's headers (its credentials), so they go
+			// only where the stream came from, and only to the first endpoint: a later
+			// one is dropped for the transport too, which then posts where answers go.
+			u, err := r.URL.Parse(strings.TrimSpace(data))
+			mu.Lock()
+			first := endpoint == nil
+			mu.Unlock()
+			switch {
+			case !first:
+				g.log.Warn("mcp: endpoint event ignored: the server already named one")
+				return nil
+			case err != nil:
+			case u.Scheme != r.URL.Scheme || u.Host != r.URL.Host:
+				g.log.Warn("mcp: endpoint event ignored: not the stream's origin", "endpoint", capString(u.Scheme+"://"+u.Host, 200))
+				return nil
+			default:
 				mu.Lock()
 				endpoint = u
 				mu.Unlock()
