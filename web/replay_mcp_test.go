@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,8 +18,8 @@ import (
 	"atrium/internal/trace"
 )
 
-// A live replay calls an MCP tool while its server is ready, and refuses it (the
-// server never sees the call) once the server is disabled.
+// A live replay calls an MCP tool the recorded request offered while its server is
+// ready, and refuses it (the server never sees the call) once the server is disabled.
 func TestReplayLiveMCPToolOnlyWhenReady(t *testing.T) {
 	r := newReplayEnv(t)
 	var calls atomic.Int32
@@ -32,6 +33,12 @@ func TestReplayLiveMCPToolOnlyWhenReady(t *testing.T) {
 	t.Cleanup(ts.Close)
 	wantStatus(t, r.admin.post("/settings/mcp", url.Values{"name": {"notes"}, "transport": {"http"}, "url": {ts.URL + "/mcp"}}), http.StatusSeeOther)
 	r.env.waitMCPState("notes", "ready")
+	// A turn whose request offers the server's tool: a replay runs only what was offered.
+	r.env.llm.Enqueue(llmtest.Reply{Text: []string{"noted"}})
+	r.turn(t, "Echo something")
+	if !slices.ContainsFunc(r.env.llm.LastRequest().Chat.Tools, func(t llmtest.Tool) bool { return t.Name == "notes__echo" }) {
+		t.Fatal("the turn's request does not offer notes__echo")
+	}
 
 	seq := r.modelStep(t, 1)
 	same := r.choice(t, "Fake", "fake-model")

@@ -514,3 +514,40 @@ func TestReplayFailuresShown(t *testing.T) {
 		t.Errorf("the page does not show the failure:\n%s", page.body)
 	}
 }
+
+// A live replay runs only the tools its recorded request offered: a temporary chat's
+// request offers no memory tools, so a replayed reply that calls memory_save is
+// refused, and nothing is remembered (the temporary chat's promise holds in replays).
+func TestReplayLiveRunsOnlyOfferedTools(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	admin.addProvider("Fake", env.llm.URL(), "fake-model", "")
+	res := admin.post("/sessions", url.Values{"temporary": {"1"}})
+	wantStatus(t, res, http.StatusSeeOther)
+	sid, _ := strings.CutPrefix(res.Header.Get("Location"), "/s/")
+	r := &replayEnv{env: env, admin: admin, sid: sid}
+	env.llm.Enqueue(llmtest.Reply{Text: []string{"hello"}})
+	r.turn(t, "Hi there")
+	for _, tool := range env.llm.LastRequest().Chat.Tools {
+		if strings.HasPrefix(tool.Name, "memory_") {
+			t.Fatalf("the temporary chat's request offered %s", tool.Name)
+		}
+	}
+	env.llm.Enqueue(
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "r1", Name: "memory_save", Arguments: `{"text":"the user likes replays","kind":"fact"}`}}},
+		llmtest.Reply{Text: []string{"done"}},
+	)
+	r.replay(t, admin, r.modelStep(t, 1), r.choice(t, "Fake", "fake-model"), trace.ResultLive)
+	var result string
+	for _, m := range env.llm.LastRequest().Chat.Messages {
+		if m.Role == "tool" && m.ToolCallID == "r1" {
+			result = m.Content
+		}
+	}
+	if !strings.Contains(result, "not offered") {
+		t.Errorf("tool result %q, want a refusal", result)
+	}
+	if ms := env.memories("admin"); len(ms) != 0 {
+		t.Errorf("the replay remembered %+v", ms)
+	}
+}

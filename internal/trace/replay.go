@@ -333,7 +333,7 @@ func (r *Recorder) Replay(ctx context.Context, ownerID int64, src Source, o Repl
 		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls})
 		for _, call := range resp.ToolCalls {
 			started := r.now()
-			out := r.serveTool(ctx, ownerID, o, call, calls, recorded)
+			out := r.serveTool(ctx, ownerID, o, req.Tools, call, calls, recorded)
 			calls++
 			var terr error
 			if out.Code != "" {
@@ -361,7 +361,8 @@ func sentBody(sent *llm.HTTPRequest, want []byte) bool {
 }
 
 // serveTool answers the n-th tool call (from 0) of a replay.
-func (r *Recorder) serveTool(ctx context.Context, ownerID int64, o ReplayOptions, call llm.ToolCall, n int, recorded []ToolOutcome) ToolOutcome {
+// Live, it runs only tools that offered (the recorded request's tools) names.
+func (r *Recorder) serveTool(ctx context.Context, ownerID int64, o ReplayOptions, offered []llm.ToolSpec, call llm.ToolCall, n int, recorded []ToolOutcome) ToolOutcome {
 	out := ToolOutcome{ID: call.ID, Name: call.Name, Arguments: call.Arguments}
 	if !o.Live {
 		out.Source = ResultRecorded
@@ -378,6 +379,14 @@ func (r *Recorder) serveTool(ctx context.Context, ownerID int64, o ReplayOptions
 			out.Source, out.Code, out.Result = ResultRefused, tools.CodeUnavailable, err.Error()
 			return out
 		}
+	}
+	// Only what the recorded request offered runs: the chat's own limits (a temporary
+	// chat offers no memory tools) are in that list, and the replay has no session
+	// through which a tool could check them.
+	if !slices.ContainsFunc(offered, func(t llm.ToolSpec) bool { return t.Name == call.Name }) {
+		out.Source, out.Code = ResultRefused, tools.CodeUnknownTool
+		out.Result = fmt.Sprintf("The tool %q was not offered in the recorded request, so a replay does not run it.", call.Name)
+		return out
 	}
 	// No session: a live replay must not change the chat (task_update writes its state).
 	res := o.Tools.Dispatch(ctx, "", ownerID, call)
