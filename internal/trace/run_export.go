@@ -163,6 +163,11 @@ func checkRunExport(x RunExport) error {
 	if err := checkTimes(run.StartedAt, run.EndedAt); err != nil {
 		return errs.E(errs.Invalid, "run: %s", err)
 	}
+	if run.EndedAt != nil {
+		if err := nearRun(run.StartedAt, *run.EndedAt); err != nil {
+			return errs.E(errs.Invalid, "run: ended_at %s", err)
+		}
+	}
 	if len(x.Spans) > maxImportSpans {
 		return errs.E(errs.TooLarge, "The run has %d spans; at most %d can be imported.", len(x.Spans), maxImportSpans)
 	}
@@ -195,6 +200,14 @@ func checkRunExport(x RunExport) error {
 		if err := checkTimes(s.StartedAt, s.EndedAt); err != nil {
 			return fail("%s", err)
 		}
+		if err := nearRun(run.StartedAt, s.StartedAt); err != nil {
+			return fail("started_at %s", err)
+		}
+		if s.EndedAt != nil {
+			if err := nearRun(run.StartedAt, *s.EndedAt); err != nil {
+				return fail("ended_at %s", err)
+			}
+		}
 		seen[s.Seq], prev = true, s.Seq
 	}
 	return nil
@@ -215,12 +228,24 @@ var (
 	maxImportTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
+// maxImportRunLength bounds how far a run's end and its spans may lie from its start,
+// so that moving the run to now moves them to sane times too.
+const maxImportRunLength = 7 * 24 * time.Hour
+
 func checkTimes(started time.Time, ended *time.Time) error {
 	if started.Before(minImportTime) || started.After(maxImportTime) {
 		return fmt.Errorf("started_at %s is missing or out of range", started.Format(time.RFC3339))
 	}
 	if ended != nil && (ended.Before(started) || ended.After(maxImportTime)) {
 		return fmt.Errorf("ended_at is before started_at or out of range")
+	}
+	return nil
+}
+
+// nearRun checks that t lies within maxImportRunLength of the run's start.
+func nearRun(runStart, t time.Time) error {
+	if d := t.Sub(runStart); d < -maxImportRunLength || d > maxImportRunLength {
+		return fmt.Errorf("%s is not within 7 days of the run's start (%s)", t.Format(time.RFC3339), runStart.Format(time.RFC3339))
 	}
 	return nil
 }
@@ -245,15 +270,18 @@ func (r *Recorder) ImportRun(ctx context.Context, ownerID int64, newID string, d
 	if err != nil {
 		return RunInfo{}, fmt.Errorf("trace: import run: %w", err)
 	}
-	shift := r.now().Sub(x.Run.StartedAt)
+	// In milliseconds: a time.Duration spans only 292 years, and starts up to the
+	// year 9999 are accepted (ParseRunExport keeps every other time within a week of it).
+	shift := r.now().UnixMilli() - x.Run.StartedAt.UnixMilli()
+	move := func(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli() + shift).UTC() }
 	moved := func(t *time.Time) time.Time {
 		if t == nil {
 			return time.Time{}
 		}
-		return t.Add(shift)
+		return move(*t)
 	}
 	ri := RunInfo{ID: newID, OwnerID: ownerID, Model: r.red.String(x.Run.Model), Status: x.Run.Status,
-		Error: r.red.String(x.Run.Error), StartedAt: x.Run.StartedAt.Add(shift), EndedAt: moved(x.Run.EndedAt),
+		Error: r.red.String(x.Run.Error), StartedAt: move(x.Run.StartedAt), EndedAt: moved(x.Run.EndedAt),
 		InputTokens: x.Run.InputTokens, OutputTokens: x.Run.OutputTokens, Steps: x.Run.Steps}
 	if ri.Status == StatusRunning {
 		ri.Status = StatusStopped
@@ -277,7 +305,7 @@ func (r *Recorder) ImportRun(ctx context.Context, ownerID int64, newID string, d
 		}
 		run.Spans = append(run.Spans, store.ImportedSpan{ParentSeq: s.ParentSeq, SpanRow: store.SpanRow{RunID: newID,
 			Seq: s.Seq, Kind: s.Kind, Name: r.red.String(s.Name), Status: s.Status, Error: r.red.String(s.Error),
-			StartedAt: s.StartedAt.Add(shift), EndedAt: moved(s.EndedAt), TokensIn: s.TokensIn, TokensOut: s.TokensOut, Data: raw}})
+			StartedAt: move(s.StartedAt), EndedAt: moved(s.EndedAt), TokensIn: s.TokensIn, TokensOut: s.TokensOut, Data: raw}})
 	}
 	if err := im.InsertRuns(ctx, []store.ImportedRun{run}); err != nil {
 		return RunInfo{}, fmt.Errorf("trace: import run: %w", err)

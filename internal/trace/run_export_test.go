@@ -210,6 +210,10 @@ func TestRunImportRefusesHostileFiles(t *testing.T) {
 		{"no run id", `"id"`, errs.Invalid, edit(func(d map[string]any) { run(d)["id"] = "" })},
 		{"long error", "error text", errs.Invalid, edit(func(d map[string]any) { span(d, 0)["error"] = strings.Repeat("e", 5000) })},
 		{"too many spans", "10001 spans", errs.TooLarge, edit(func(d map[string]any) { d["spans"] = many })},
+		{"span years away", "within 7 days of the run's start", errs.Invalid, edit(func(d map[string]any) {
+			span(d, 1)["started_at"] = "2031-01-02T03:00:01Z"
+		})},
+		{"run ends years later", "within 7 days of the run's start", errs.Invalid, edit(func(d map[string]any) { run(d)["ended_at"] = "2099-01-01T00:00:00Z" })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := f.rec.ImportRun(ctx, f.bob.ID, "hostile", tc.file)
@@ -228,5 +232,34 @@ func TestRunImportRefusesHostileFiles(t *testing.T) {
 	mustNil(t, err)
 	if len(list) != 1 || list[0].ID != "fine" || !list[0].Imported {
 		t.Errorf("the imported run in the admin list: %+v", list)
+	}
+}
+
+// An import starts now wherever its times were: a run from the year 9998 (past what a
+// time.Duration spans) is moved like any other, its spans keeping their offsets.
+func TestRunImportMovesFarFutureToNow(t *testing.T) {
+	f, _ := sealedFixture(t)
+	doc := validExport()
+	doc["run"].(map[string]any)["started_at"] = "9998-01-02T03:00:00Z"
+	doc["run"].(map[string]any)["ended_at"] = "9998-01-02T03:00:02Z"
+	for _, sp := range doc["spans"].([]any) {
+		m := sp.(map[string]any)
+		for _, k := range []string{"started_at", "ended_at"} {
+			if v, ok := m[k].(string); ok {
+				m[k] = "9998" + strings.TrimPrefix(v, "2026")
+			}
+		}
+	}
+	near, err := f.rec.ImportRun(context.Background(), f.bob.ID, "near", marshal(t, validExport()))
+	mustNil(t, err)
+	ri, err := f.rec.ImportRun(context.Background(), f.bob.ID, "far", marshal(t, doc))
+	mustNil(t, err)
+	if d := ri.StartedAt.Sub(near.StartedAt); d < 0 || d > time.Minute || ri.EndedAt.Sub(ri.StartedAt) != 2*time.Second {
+		t.Errorf("imported run from %v to %v, want it to start now (%v) and last 2 s", ri.StartedAt, ri.EndedAt, near.StartedAt)
+	}
+	_, spans, err := f.rec.Run(context.Background(), f.bob.ID, "far")
+	mustNil(t, err)
+	if len(spans) != 2 || spans[0].StartedAt.Sub(ri.StartedAt) != 500*time.Millisecond {
+		t.Errorf("spans %+v, want the first 0.5 s after the run's start", spans)
 	}
 }
