@@ -252,7 +252,7 @@ func (s *Server) importChats(c echo.Context) error {
 	} else if ok {
 		data = file
 	}
-	chats, err := parseChatsImport(c.Request().Context(), data)
+	chats, err := parseChatsImport(c.Request().Context(), data, s.Config.MaxPromptBytes())
 	if err == nil {
 		for i := range chats {
 			chats[i].ID = s.NewID()
@@ -296,7 +296,7 @@ func importedFile(ctx context.Context, f fileExport) (store.Attachment, error) {
 // parseChatsImport checks a whole import before anything is stored. Malformed JSON
 // is "line L, column C: …"; a bad chat or message names it ("chat 2, message 5: …"),
 // up to ten problems at once.
-func parseChatsImport(ctx context.Context, data []byte) ([]store.ImportedChat, error) {
+func parseChatsImport(ctx context.Context, data []byte, maxText int) ([]store.ImportedChat, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errs.E(errs.Invalid, `The import is empty: choose a file exported from Atrium ({"format": "atrium.chats", …}).`)
 	}
@@ -364,14 +364,20 @@ func parseChatsImport(ctx context.Context, data []byte) ([]store.ImportedChat, e
 			if !utf8.ValidString(m.Content) || strings.ContainsRune(m.Content, 0) {
 				bad("the content holds invalid text (not UTF-8, or a NUL)")
 			}
+			// As large as a message the chat itself takes (text with attached resources).
+			if len(m.Content) > maxText || len(m.Reasoning) > maxText {
+				bad("the content or reasoning is larger than %s, the most a chat message holds", byteSize(int64(maxText)))
+			}
 			if len(m.ToolCalls) > 0 {
 				if m.Role != store.RoleAssistant {
 					bad(`only an assistant message can have "tool_calls"`)
 				}
 				stored := make([]storedToolCall, 0, len(m.ToolCalls))
 				for k, tc := range m.ToolCalls {
-					if tc.Name == "" || (tc.Arguments != "" && !json.Valid([]byte(tc.Arguments))) {
-						bad(`tool call %d needs a "name" and JSON "arguments"`, k+1)
+					// Arguments are kept as the model wrote them, broken JSON included (its
+					// call got an invalid_arguments result), so a chat's own export imports.
+					if tc.Name == "" || len(tc.Arguments) > maxText {
+						bad(`tool call %d needs a "name" and "arguments" of at most %s`, k+1, byteSize(int64(maxText)))
 					}
 					calls[tc.ID] = true
 					stored = append(stored, storedToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
@@ -394,6 +400,7 @@ func parseChatsImport(ctx context.Context, data []byte) ([]store.ImportedChat, e
 			if len(m.Files) > maxFilesPerMessage {
 				bad("%d files; at most %d per message", len(m.Files), maxFilesPerMessage)
 			}
+			var filesSize int
 			for k, f := range m.Files {
 				// Checked like an upload: by content, whatever "type" says.
 				a, err := importedFile(ctx, f)
@@ -401,7 +408,11 @@ func parseChatsImport(ctx context.Context, data []byte) ([]store.ImportedChat, e
 					bad("file %d: %s", k+1, errs.Message(err))
 					continue
 				}
+				filesSize += len(a.Data)
 				sm.Attachments = append(sm.Attachments, a)
+			}
+			if filesSize > maxMessageFiles {
+				bad("its files hold %s; at most %s per message", megabytes(int64(filesSize)), megabytes(maxMessageFiles))
 			}
 			ic.Messages = append(ic.Messages, sm)
 		}

@@ -129,7 +129,8 @@ func TestChatsImportRefusesBadFiles(t *testing.T) {
 		{"newer version", `{"format":"atrium.chats","version":2,"chats":[` + good + `]}`, "version 2"},
 		{"bad role", `{"format":"atrium.chats","version":1,"chats":[` + good + `,{"messages":[{"role":"system","content":"x"}]}]}`, "chat 2, message 1"},
 		{"orphan tool result", `{"format":"atrium.chats","version":1,"chats":[{"messages":[{"role":"tool","tool_call_id":"c9","content":"x"}]}]}`, "tool result must follow"},
-		{"bad arguments", `{"format":"atrium.chats","version":1,"chats":[{"messages":[{"role":"assistant","tool_calls":[{"id":"a","name":"n","arguments":"{oops"}]}]}]}`, "tool call 1"},
+		{"no tool name", `{"format":"atrium.chats","version":1,"chats":[{"messages":[{"role":"assistant","tool_calls":[{"id":"a","name":"","arguments":"{}"}]}]}]}`, "tool call 1"},
+		{"huge message", `{"format":"atrium.chats","version":1,"chats":[{"messages":[{"role":"user","content":"` + strings.Repeat("x", env.srv.Config.MaxPromptBytes()+1) + `"}]}]}`, "chat 1, message 1: the content or reasoning is larger than"},
 		{"bad time", `{"format":"atrium.chats","version":1,"chats":[{"created_at":"yesterday","messages":[]}]}`, "RFC 3339"},
 		{"bad task", `{"format":"atrium.chats","version":1,"chats":[{"task":[1,2],"messages":[]}]}`, "task"},
 		{"wrong type", `{"format":"atrium.chats","version":1,"chats":[{"messages":"many"}]}`, "line 1"},
@@ -154,4 +155,34 @@ func between(s, from, to string) string {
 	}
 	in, _, _ := strings.Cut(after, to)
 	return in
+}
+
+// A model that wrote broken JSON arguments got an invalid_arguments result; the chat
+// holding that call exports, and its export imports, arguments as they were written.
+func TestChatsImportKeepsBrokenArguments(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	admin.addProvider("Fake", env.llm.URL(), "fake-model", "")
+	env.llm.Enqueue(
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: `{"expression":"6*7"`}}},
+		llmtest.Reply{Text: []string{"Sorry, let me not."}},
+	)
+	id := admin.newSession()
+	ws := admin.dial(id)
+	ws.send("what is 6*7?")
+	ws.until("let me not")
+	ws.until(`data-state="idle"`)
+	all := admin.get("/sessions/export")
+	wantStatus(t, all, http.StatusOK)
+	if !strings.Contains(all.body, `{\"expression\":\"6*7\"`) {
+		t.Fatalf("the export lacks the broken arguments:\n%.2000s", all.body)
+	}
+	r := admin.postFile("/sessions/import", "file", all.body)
+	if r.StatusCode != http.StatusSeeOther && r.StatusCode != http.StatusOK {
+		t.Fatalf("import of the chat's own export: %d %s", r.StatusCode, between(r.body, `data-testid="form-error">`, "</p>"))
+	}
+	u, _ := env.db.UserByUsername(context.Background(), "admin")
+	if ss, _ := env.db.OwnerSessions(context.Background(), u.ID); len(ss) != 2 {
+		t.Errorf("%d chats after the import, want 2", len(ss))
+	}
 }
