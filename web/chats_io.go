@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -78,7 +79,10 @@ const (
 	maxImportMessages   = 20000 // per chat
 )
 
-// exportChats gives every chat of the user as one JSON file.
+// exportChats gives every chat of the user as one JSON file (chatsExport), written a
+// chat at a time: the files of all chats together may be far larger than the memory
+// one request should take. A chat that fails after the first is written leaves the
+// file cut short, which an import refuses, and is logged.
 func (s *Server) exportChats(c echo.Context) error {
 	u, _ := currentUser(c)
 	ctx := c.Request().Context()
@@ -86,15 +90,31 @@ func (s *Server) exportChats(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := chatsExport{Format: chatsFormat, Version: 1, Chats: []chatExport{}}
-	for _, ss := range ss {
+	w := c.Response()
+	jsonFileHeaders(c, "atrium-chats.json")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("    ", "  ")
+	fmt.Fprintf(w, "{\n  \"format\": %q,\n  \"version\": 1,\n  \"chats\": [", chatsFormat)
+	for i, ss := range ss {
 		ch, err := s.chatExport(c, ss)
-		if err != nil {
-			return err
+		if err == nil {
+			sep := "\n    "
+			if i > 0 {
+				sep = "," + sep
+			}
+			if _, err = io.WriteString(w, sep); err == nil {
+				err = enc.Encode(ch)
+			}
 		}
-		out.Chats = append(out.Chats, ch)
+		if err != nil {
+			s.Log.Warn("web: export chats: cut short", "user", u.ID, "chat", ss.ID, "err", err)
+			return nil
+		}
 	}
-	return sendJSONFile(c, out, "atrium-chats.json")
+	_, err = io.WriteString(w, "  ]\n}\n")
+	return err
 }
 
 // exportChat gives one chat, as JSON (the import format) or as Markdown.
@@ -167,9 +187,16 @@ func sendJSONFile(c echo.Context, v any, name string) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	c.Response().Header().Set(echo.HeaderContentDisposition, `attachment; filename="`+name+`"`)
-	c.Response().Header().Set("Cache-Control", "no-store")
+	jsonFileHeaders(c, name)
 	return c.Blob(http.StatusOK, "application/json", buf.Bytes())
+}
+
+// jsonFileHeaders makes the response a JSON download named name, never cached.
+func jsonFileHeaders(c echo.Context, name string) {
+	h := c.Response().Header()
+	h.Set(echo.HeaderContentType, "application/json")
+	h.Set(echo.HeaderContentDisposition, `attachment; filename="`+name+`"`)
+	h.Set("Cache-Control", "no-store")
 }
 
 // exportFileName makes a file name from a title: letters, digits and dashes only.

@@ -186,3 +186,38 @@ func TestChatsImportKeepsBrokenArguments(t *testing.T) {
 		t.Errorf("%d chats after the import, want 2", len(ss))
 	}
 }
+
+// The export of all chats is written a chat at a time: with none, one or several chats
+// it is one valid JSON document that lists each.
+func TestChatsExportAllIsOneDocument(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	count := func() int {
+		t.Helper()
+		r := admin.get("/sessions/export")
+		wantStatus(t, r, http.StatusOK)
+		var doc chatsDoc
+		if err := json.Unmarshal([]byte(r.body), &doc); err != nil || doc.Format != "atrium.chats" || doc.Version != 1 {
+			t.Fatalf("export: %v %.300s", err, r.body)
+		}
+		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") || !strings.Contains(r.Header.Get("Content-Disposition"), "attachment") {
+			t.Errorf("export headers: %q, %q", ct, r.Header.Get("Content-Disposition"))
+		}
+		return len(doc.Chats)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("%d chats exported, want 0", n)
+	}
+	for range 3 {
+		admin.newSession()
+	}
+	if n := count(); n != 3 {
+		t.Errorf("%d chats exported, want 3", n)
+	}
+}
+
+type chatsDoc struct {
+	Format  string            `json:"format"`
+	Version int               `json:"version"`
+	Chats   []json.RawMessage `json:"chats"`
+}
