@@ -81,7 +81,7 @@ func searchResults(hits []store.SearchHit, q string) []views.SearchResult {
 		r := views.SearchResult{SessionID: h.SessionID, Seq: h.Seq, Role: h.Role,
 			Title: markMatches([]rune(cleanSearchText(title)), words, 0, store.MaxTitle)}
 		if h.MessageID > 0 {
-			text := []rune(cleanSearchText(h.Content))
+			text := []rune(cleanSearchText(snippetWindow(h.Content, words)))
 			start := 0
 			if at := firstMatch(foldRunes(text), words); at > snippetLead {
 				start = at - snippetLead
@@ -91,6 +91,51 @@ func searchResults(hits []store.SearchHit, q string) []views.SearchResult {
 		out = append(out, r)
 	}
 	return out
+}
+
+// snippetWindow is the part of content around its first match that a snippet can
+// show (twice the runes it needs, at 4 bytes a rune), so that a long message is never
+// turned into runes whole: a hit may hold megabytes, and a search shows 50 hits.
+func snippetWindow(content string, words [][]rune) string {
+	before, after := 8*snippetLead, 8*snippetRunes
+	if len(content) <= before+after {
+		return content
+	}
+	at := max(0, firstMatchIn(content, words))
+	from, to := max(0, at-before), min(len(content), at+after)
+	for from > 0 && !utf8.RuneStart(content[from]) {
+		from--
+	}
+	for to < len(content) && !utf8.RuneStart(content[to]) {
+		to++
+	}
+	return content[from:to]
+}
+
+// firstMatchIn is the byte offset in s of the first of words (lower-cased runes), or
+// -1, comparing rune by rune as foldRunes folds, without copying s.
+func firstMatchIn(s string, words [][]rune) int {
+	for i := 0; i < len(s); {
+		for _, w := range words {
+			if hasFoldedPrefix(s[i:], w) {
+				return i
+			}
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return -1
+}
+
+func hasFoldedPrefix(s string, w []rune) bool {
+	for _, wr := range w {
+		r, size := utf8.DecodeRuneInString(s)
+		if size == 0 || unicode.ToLower(r) != wr {
+			return false
+		}
+		s = s[size:]
+	}
+	return len(w) > 0
 }
 
 // foldRunes lower-cases rune by rune, so positions in the result are positions in the

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -239,5 +240,34 @@ func TestSearchResultOpensOldMessage(t *testing.T) {
 		if got := msgSeqs(r.body); r.StatusCode != http.StatusOK || len(got) != 50 || got[49] != "141" || strings.Contains(r.body, "jump-target") {
 			t.Errorf("at=%s: status %d, %d messages", at, r.StatusCode, len(got))
 		}
+	}
+}
+
+// TestSearchLongMessagesStayCheap: a hit in a long message is cut around its match
+// before anything is copied rune by rune, so a search over messages of hundreds of
+// kilobytes allocates about what it reads, not four times each message twice.
+func TestSearchLongMessagesStayCheap(t *testing.T) {
+	env := newTestEnv(t)
+	admin := env.setup()
+	id := admin.newSession()
+	long := strings.Repeat("filler words here ", 20_000) // 360 KB
+	for range 4 {
+		appendText(t, env.db, id, store.RoleAssistant, long+"the Zebracorn lives here "+long)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := admin.searchHTMX("zebracorn")
+	runtime.ReadMemStats(&after)
+	wantStatus(t, r, http.StatusOK)
+	if n := strings.Count(r.body, "filler words here the <mark>Zebracorn</mark> lives here filler"); n != 4 {
+		t.Errorf("%d snippets around the match, want 4:\n%.2000s", n, r.body)
+	}
+	// Reading the four hits is about 3 MB (2.9 MB measured in all); turning each whole
+	// into runes and folded runes made it 41 MB.
+	grew := after.TotalAlloc - before.TotalAlloc
+	t.Logf("the search allocated %.1f MB", float64(grew)/(1<<20))
+	if grew > 12<<20 {
+		t.Errorf("the search allocated %d MB", grew>>20)
 	}
 }
