@@ -61,15 +61,21 @@ func BenchmarkSearchChats(b *testing.B) {
 	start := time.Now()
 	fill(ann.ID, "a", 1000)
 	fill(bob.ID, "b", 100)
-	b.Logf("filled 110,000 messages in %v", time.Since(start).Round(time.Millisecond))
-	for _, q := range []string{"m17x42", "database", "数据库", "sqlite kernel", "猫", "docker m999x99"} {
+	// carol has one chat of two messages beside ann's 100,000: her searches must not
+	// read ann's matches.
+	carol := mustUser(b, db, "carol", store.RoleUser)
+	mustSession(b, db, "c", carol.ID)
+	mustNil(b, db.AppendMessages(ctx, []*store.Message{{SessionID: "c", Role: store.RoleUser, Content: "where is my cat"},
+		{SessionID: "c", Role: store.RoleAssistant, Content: "on the mat"}}))
+	b.Logf("filled 110,002 messages in %v", time.Since(start).Round(time.Millisecond))
+	search := func(b *testing.B, owner int64, q string, wantHits bool) {
 		b.Run(q, func(b *testing.B) {
 			var times []time.Duration
 			for b.Loop() {
 				t0 := time.Now()
-				hits, err := db.SearchChats(ctx, ann.ID, q, 20)
+				hits, err := db.SearchChats(ctx, owner, q, 20)
 				times = append(times, time.Since(t0))
-				if err != nil || len(hits) == 0 {
+				if err != nil || (len(hits) > 0) != wantHits {
 					b.Fatalf("%d hits, %v", len(hits), err)
 				}
 			}
@@ -77,6 +83,23 @@ func BenchmarkSearchChats(b *testing.B) {
 			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "p50-ms")
 		})
 	}
+	for _, q := range []string{"m17x42", "database", "数据库", "sqlite kernel", "猫", "docker m999x99"} {
+		search(b, ann.ID, q, true)
+	}
+	// dave has 900 messages, just under the size at which a search for a short word
+	// starts from every message instead of from his own.
+	dave := mustUser(b, db, "dave", store.RoleUser)
+	fill(dave.ID, "d", 9)
+	b.Run("few", func(b *testing.B) {
+		for _, q := range []string{"database", "数据库", "a", "cat"} {
+			search(b, carol.ID, q, q == "a" || q == "cat")
+		}
+	})
+	b.Run("under1000", func(b *testing.B) {
+		for _, q := range []string{"m3x42", "database", "数据库", "猫"} {
+			search(b, dave.ID, q, true)
+		}
+	})
 }
 
 // BenchmarkAppendIndexed: what the index costs per message append, as the ratio of an
