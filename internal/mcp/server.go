@@ -107,7 +107,6 @@ func (s *server) run() {
 			continue
 		}
 		if err != nil {
-			s.setResuming(false)
 			if s.ctx.Err() != nil {
 				return
 			}
@@ -351,6 +350,9 @@ func (s *server) setDown(state State, err error) {
 		s.downSince = now
 	}
 	s.conn = nil
+	// Whatever went wrong, no new session is on its way (run marks a resume after
+	// this): calls must not wait for one, least of all while an admin must authorise.
+	s.resuming = false
 	s.hideLocked(true)
 	s.resources, s.prompts = 0, nil
 	if s.state != state {
@@ -373,7 +375,7 @@ func (s *server) setDown(state State, err error) {
 func (s *server) stop() {
 	s.mu.Lock()
 	s.stopped = true
-	s.conn = nil
+	s.conn, s.resuming = nil, false
 	s.unregisterLocked()
 	s.mu.Unlock()
 	s.cancel()
