@@ -13,6 +13,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"atrium/internal/mcp"
+	"atrium/internal/testkit"
 	"atrium/internal/tools"
 )
 
@@ -132,4 +133,37 @@ func TestHTTPUnauthorizedAfterForgottenSessionFailsCallsAtOnce(t *testing.T) {
 	if took > time.Second {
 		t.Errorf("the call took %s to fail, want at once", took)
 	}
+}
+
+// A call that arrives just as the loss of the forgotten session is recorded (here:
+// while the status saying so is being published) waits for the new session like the
+// calls after it, instead of failing in the moment before the reconnect is marked.
+func TestHTTPCallAtForgottenSessionLossWaits(t *testing.T) {
+	t.Parallel()
+	var once sync.Once
+	result := make(chan tools.Result, 1)
+	h, f := forgetfulHarness(t, 100*time.Millisecond, func(h *harness, st mcp.Status) {
+		if st.Name != "forgetful" || st.State != mcp.StateDegraded {
+			return
+		}
+		once.Do(func() {
+			go func() { result <- h.call(t, "forgetful__echo", map[string]any{"message": "two"}) }()
+			// Hold the supervisor in the moment after the loss was recorded, so that
+			// the call arrives in it.
+			time.Sleep(300 * time.Millisecond)
+		})
+	})
+	f.forget(newSessionServe)
+	var res tools.Result
+	select {
+	case res = <-result:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no call was made at the loss")
+	}
+	if res.Content != "Echo: two" {
+		t.Fatalf("call at the loss = %+v, want it answered on the new session", res)
+	}
+	testkit.Eventually(t, 5*time.Second, "the server to be ready again", func() bool {
+		return h.status("forgetful").State == mcp.StateReady
+	})
 }

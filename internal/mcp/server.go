@@ -118,7 +118,7 @@ func (s *server) run() {
 			if failures >= s.sup.FailAfter {
 				state = StateFailed
 			}
-			s.setDown(state, err)
+			s.setDown(state, err, false)
 		} else {
 			failures = 0
 			if !s.setReady(c, cat) {
@@ -141,24 +141,23 @@ func (s *server) run() {
 				attempt = 0
 				continue
 			}
-			// Hide the tools first, then take the old connection down (a stuck
-			// child can take 2s to die).
-			s.setDown(StateDegraded, err)
-			c.close()
 			if s.sup.Now().Sub(readyAt) >= s.sup.BackoffReset {
 				attempt = 0
 			}
-			if attempt < immediateRestarts {
-				// A working server was lost (a stdio child that crashed, say): start it
-				// again at once, not after a backoff; a server that keeps getting lost
-				// soon after starting backs off from the next loss on.
-				if errors.Is(err, transport.ErrSessionTerminated) && attempt == 0 {
-					// The server restarted and forgot the session (found by a call, a
-					// health check or a relist): it is up, so let calls that arrive
-					// while the new session opens wait for it instead of failing. Only
-					// once per BackoffReset: a server that keeps forgetting backs off.
-					s.setResuming(true)
-				}
+			// A working server was lost (a stdio child that crashed, say): start it
+			// again at once, not after a backoff; a server that keeps getting lost
+			// soon after starting backs off from the next loss on.
+			immediate := attempt < immediateRestarts
+			// The server restarted and forgot the session (found by a call, a health
+			// check or a relist): it is up, so let calls that arrive while the new
+			// session opens wait for it instead of failing. Only once per
+			// BackoffReset: a server that keeps forgetting backs off.
+			resume := immediate && attempt == 0 && errors.Is(err, transport.ErrSessionTerminated)
+			// Hide the tools first, then take the old connection down (a stuck
+			// child can take 2s to die).
+			s.setDown(StateDegraded, err, resume)
+			c.close()
+			if immediate {
 				attempt++
 				continue
 			}
@@ -331,11 +330,14 @@ func (s *server) setUnauthorized(err error) {
 	s.mu.Lock()
 	s.auth = auth
 	s.mu.Unlock()
-	s.setDown(StateUnauthorized, errors.New(msg))
+	s.setDown(StateUnauthorized, errors.New(msg), false)
 }
 
-// setDown hides the server's tools and records why it is not usable.
-func (s *server) setDown(state State, err error) {
+// setDown hides the server's tools and records why it is not usable. resume says
+// that a new session is being opened at once in place of a forgotten one, so calls
+// wait for it; it is set in the same step as the connection is cleared, so that no
+// call falls between the two and fails.
+func (s *server) setDown(state State, err error, resume bool) {
 	msg := "unknown error"
 	if err != nil {
 		msg = s.redact(err.Error())
@@ -350,9 +352,9 @@ func (s *server) setDown(state State, err error) {
 		s.downSince = now
 	}
 	s.conn = nil
-	// Whatever went wrong, no new session is on its way (run marks a resume after
-	// this): calls must not wait for one, least of all while an admin must authorise.
-	s.resuming = false
+	// Unless resuming, no new session is on its way: calls must not wait for one,
+	// least of all while an admin must authorise.
+	s.resuming = resume
 	s.hideLocked(true)
 	s.resources, s.prompts = 0, nil
 	if s.state != state {
@@ -406,12 +408,6 @@ func (s *server) readyConn() (*conn, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.conn, s.downSince
-}
-
-func (s *server) setResuming(on bool) {
-	s.mu.Lock()
-	s.resuming = on
-	s.mu.Unlock()
 }
 
 // usableConn is the ready connection, or, while a forgotten session is being
