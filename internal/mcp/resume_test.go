@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -132,6 +133,59 @@ func TestHTTPUnauthorizedAfterForgottenSessionFailsCallsAtOnce(t *testing.T) {
 	}
 	if took > time.Second {
 		t.Errorf("the call took %s to fail, want at once", took)
+	}
+}
+
+// A call waiting for the new session of a server that forgot its old one ends as soon
+// as the new session fails, whether the server errs or refuses it.
+func TestHTTPCallWaitingForNewSessionEndsWhenItFails(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		newSession int32
+	}{
+		{"error", newSessionBroken},
+		{"unauthorized", newSessionUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h, f := forgetfulHarness(t, time.Minute, nil) // the call finds the loss
+			f.forget(tc.newSession)
+			start := time.Now()
+			res := h.call(t, "forgetful__echo", map[string]any{"message": "two"})
+			took := time.Since(start)
+			if res.Code != tools.CodeUnavailable {
+				t.Fatalf("call = %+v, want unavailable", res)
+			}
+			if took > 2*time.Second {
+				t.Errorf("the call took %s to fail, want it to end when the new session failed", took)
+			}
+		})
+	}
+}
+
+// A call waiting for the new session of a server that forgot its old one ends when
+// the server is disabled, saying so, not after the connect timeout.
+func TestHTTPCallWaitingForNewSessionEndsWhenDisabled(t *testing.T) {
+	t.Parallel()
+	h, f := forgetfulHarness(t, time.Minute, nil)
+	f.forget(newSessionHold)
+	disabled := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		cfg := f.config()
+		cfg.Enabled = false
+		h.sup.Apply(context.Background(), []mcp.ServerConfig{cfg})
+		disabled <- time.Now()
+	}()
+	res := h.call(t, "forgetful__echo", map[string]any{"message": "two"})
+	ended := time.Now()
+	at := <-disabled
+	if res.Code != tools.CodeUnavailable || !strings.Contains(res.Content, "stopped") {
+		t.Fatalf("call = %+v, want unavailable because the server was stopped", res)
+	}
+	if late := ended.Sub(at); late > 500*time.Millisecond {
+		t.Errorf("the call ended %s after the server was disabled, want at once", late)
 	}
 }
 
