@@ -42,9 +42,10 @@ type server struct {
 	since      time.Time // when state was entered
 	downSince  time.Time // when the server stopped being usable (start-up counts)
 	lastErr    string
-	auth       string // Status.Auth
-	conn       *conn  // non-nil exactly while ready
-	resuming   bool   // the server forgot the session and a new one is being opened at once: calls wait for it
+	auth       string        // Status.Auth
+	conn       *conn         // non-nil exactly while ready
+	resuming   bool          // the server forgot the session and a new one is being opened at once: calls wait for it
+	changed    chan struct{} // closed and replaced whenever conn, resuming or stopped change: wakes the calls waiting
 	tools      []ToolInfo
 	registered map[string]registered // what this server holds in the registry, by name
 	resources  int
@@ -67,6 +68,7 @@ func newServer(sup *Supervisor, cfg ServerConfig) *server {
 		downSince: now,
 		secrets:   cfg.Secrets(),
 		kick:      make(chan struct{}, 1),
+		changed:   make(chan struct{}),
 		applied:   cfg,
 		roots:     cfg.Roots,
 		sampling:  cfg.SamplingAlways,
@@ -107,7 +109,6 @@ func (s *server) run() {
 			continue
 		}
 		if err != nil {
-			s.setResuming(false)
 			if s.ctx.Err() != nil {
 				return
 			}
@@ -119,7 +120,7 @@ func (s *server) run() {
 			if failures >= s.sup.FailAfter {
 				state = StateFailed
 			}
-			s.setDown(state, err)
+			s.setDown(state, err, false)
 		} else {
 			failures = 0
 			if !s.setReady(c, cat) {
@@ -142,24 +143,23 @@ func (s *server) run() {
 				attempt = 0
 				continue
 			}
-			// Hide the tools first, then take the old connection down (a stuck
-			// child can take 2s to die).
-			s.setDown(StateDegraded, err)
-			c.close()
 			if s.sup.Now().Sub(readyAt) >= s.sup.BackoffReset {
 				attempt = 0
 			}
-			if attempt < immediateRestarts {
-				// A working server was lost (a stdio child that crashed, say): start it
-				// again at once, not after a backoff; a server that keeps getting lost
-				// soon after starting backs off from the next loss on.
-				if errors.Is(err, transport.ErrSessionTerminated) && attempt == 0 {
-					// The server restarted and forgot the session (found by a call, a
-					// health check or a relist): it is up, so let calls that arrive
-					// while the new session opens wait for it instead of failing. Only
-					// once per BackoffReset: a server that keeps forgetting backs off.
-					s.setResuming(true)
-				}
+			// A working server was lost (a stdio child that crashed, say): start it
+			// again at once, not after a backoff; a server that keeps getting lost
+			// soon after starting backs off from the next loss on.
+			immediate := attempt < immediateRestarts
+			// The server restarted and forgot the session (found by a call, a health
+			// check or a relist): it is up, so let calls that arrive while the new
+			// session opens wait for it instead of failing. Only once per
+			// BackoffReset: a server that keeps forgetting backs off.
+			resume := immediate && attempt == 0 && errors.Is(err, transport.ErrSessionTerminated)
+			// Hide the tools first, then take the old connection down (a stuck
+			// child can take 2s to die).
+			s.setDown(StateDegraded, err, resume)
+			c.close()
+			if immediate {
 				attempt++
 				continue
 			}
@@ -273,6 +273,7 @@ func (s *server) setReady(c *conn, cat catalog) bool {
 		return false
 	}
 	s.conn, s.resuming = c, false
+	s.changedLocked()
 	s.syncToolsLocked(cat.tools)
 	s.resources = cat.resources
 	s.prompts = cat.prompts
@@ -332,11 +333,14 @@ func (s *server) setUnauthorized(err error) {
 	s.mu.Lock()
 	s.auth = auth
 	s.mu.Unlock()
-	s.setDown(StateUnauthorized, errors.New(msg))
+	s.setDown(StateUnauthorized, errors.New(msg), false)
 }
 
-// setDown hides the server's tools and records why it is not usable.
-func (s *server) setDown(state State, err error) {
+// setDown hides the server's tools and records why it is not usable. resume says
+// that a new session is being opened at once in place of a forgotten one, so calls
+// wait for it; it is set in the same step as the connection is cleared, so that no
+// call falls between the two and fails.
+func (s *server) setDown(state State, err error, resume bool) {
 	msg := "unknown error"
 	if err != nil {
 		msg = s.redact(err.Error())
@@ -351,6 +355,10 @@ func (s *server) setDown(state State, err error) {
 		s.downSince = now
 	}
 	s.conn = nil
+	// Unless resuming, no new session is on its way: calls must not wait for one,
+	// least of all while an admin must authorise.
+	s.resuming = resume
+	s.changedLocked()
 	s.hideLocked(true)
 	s.resources, s.prompts = 0, nil
 	if s.state != state {
@@ -373,10 +381,18 @@ func (s *server) setDown(state State, err error) {
 func (s *server) stop() {
 	s.mu.Lock()
 	s.stopped = true
-	s.conn = nil
+	s.conn, s.resuming = nil, false
+	s.changedLocked()
 	s.unregisterLocked()
 	s.mu.Unlock()
 	s.cancel()
+}
+
+// changedLocked wakes the calls waiting in awaitNewConn to look again. Call with
+// s.mu held, after changing conn, resuming or stopped.
+func (s *server) changedLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
 // hideLocked hides (or shows again) the server's registered tools. Hidden tools are
@@ -406,12 +422,6 @@ func (s *server) readyConn() (*conn, time.Time) {
 	return s.conn, s.downSince
 }
 
-func (s *server) setResuming(on bool) {
-	s.mu.Lock()
-	s.resuming = on
-	s.mu.Unlock()
-}
-
 // usableConn is the ready connection, or, while a forgotten session is being
 // replaced, the new one once it is ready (within ctx and the connect timeout); nil
 // and the time the server went down otherwise.
@@ -428,15 +438,29 @@ func (s *server) usableConn(ctx context.Context) (*conn, time.Time) {
 }
 
 // awaitNewConn waits, within ctx and the connect timeout, for a ready connection
-// other than old; nil if none came.
+// other than old while one may still come: old is still the connection (its loss
+// not yet recorded) or a forgotten session is being replaced. It returns nil if none
+// came, and at once when the server is stopped or down with no new session on its way.
 func (s *server) awaitNewConn(ctx context.Context, old *conn) *conn {
 	ctx, cancel := context.WithTimeout(ctx, s.sup.ConnectTimeout)
 	defer cancel()
 	for {
-		if c, _ := s.readyConn(); c != nil && c != old {
+		s.mu.Lock()
+		c, resuming, stopped, changed := s.conn, s.resuming, s.stopped, s.changed
+		s.mu.Unlock()
+		switch {
+		case stopped:
+			return nil
+		case c != nil && c != old:
 			return c
+		case c == nil && !resuming:
+			return nil
 		}
-		if sleepCtx(ctx, 20*time.Millisecond) != nil {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		case <-s.ctx.Done():
 			return nil
 		}
 	}
@@ -444,10 +468,15 @@ func (s *server) awaitNewConn(ctx context.Context, old *conn) *conn {
 
 // unavailable is the error a tool call gets while the server is down.
 func (s *server) unavailable(since time.Time) error {
-	return &tools.Error{
-		Code:   tools.CodeUnavailable,
-		Detail: fmt.Sprintf("%s unavailable since %s", s.cfg.Name, since.UTC().Format(time.RFC3339)),
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	detail := fmt.Sprintf("%s unavailable since %s", s.cfg.Name, since.UTC().Format(time.RFC3339))
+	if stopped {
+		// Disabled (or changed, or Atrium shutting down) during the call: no point retrying it.
+		detail = s.cfg.Name + " unavailable: the server was stopped (disabled, changed or shut down)"
 	}
+	return &tools.Error{Code: tools.CodeUnavailable, Detail: detail}
 }
 
 func (s *server) status() Status {
