@@ -75,8 +75,8 @@ func (s *server) syncToolsLocked(list []mcp.Tool) {
 		order = append(order, name)
 	}
 
-	for name, def := range s.registered {
-		if w, ok := want[name]; !ok || w.def != def {
+	for name := range s.registered {
+		if _, ok := want[name]; !ok {
 			s.sup.reg.Unregister(name)
 			delete(s.registered, name)
 		}
@@ -84,17 +84,29 @@ func (s *server) syncToolsLocked(list []mcp.Tool) {
 	s.tools = nil
 	for _, name := range order {
 		w := want[name]
-		if _, ok := s.registered[name]; !ok {
-			err := s.sup.reg.Register(tools.Tool{
+		if old, ok := s.registered[name]; !ok || old != w.def {
+			t := tools.Tool{
 				Name:        name,
 				Description: w.def.description,
 				Schema:      json.RawMessage(w.def.schema),
 				Timeout:     w.def.timeout,
 				MaxRun:      w.def.maxRun,
 				Execute:     s.executor(w.def.mcpName),
-			})
+			}
+			var err error
+			if ok {
+				// Changed: replaced in one step, so that a call meanwhile never finds
+				// no tool (it got unknown_tool between an unregister and a register).
+				err = s.sup.reg.Replace(t)
+			} else {
+				err = s.sup.reg.Register(t)
+			}
 			if err != nil {
 				s.log.Warn("mcp: tool skipped", "tool", w.def.mcpName, "err", err)
+				if ok {
+					s.sup.reg.Unregister(name)
+					delete(s.registered, name)
+				}
 				continue
 			}
 			if s.registered == nil {

@@ -157,40 +157,68 @@ func validName(name string) bool {
 // does not compile or is not for an object; and with errs.Conflict when the
 // name is taken.
 func (r *Registry) Register(t Tool) error {
-	if !validName(t.Name) {
-		return errs.E(errs.Invalid, "tools: register: name %q must match ^[a-zA-Z0-9_-]{1,64}$", t.Name)
-	}
-	if strings.TrimSpace(t.Description) == "" {
-		return errs.E(errs.Invalid, "tools: register %s: description is required", t.Name)
-	}
-	if t.Execute == nil {
-		return errs.E(errs.Invalid, "tools: register %s: executor is required", t.Name)
-	}
-	if t.Timeout == 0 {
-		t.Timeout = DefaultTimeout
-	}
-	if t.Timeout < MinTimeout || t.Timeout > MaxTimeout {
-		return errs.E(errs.Invalid, "tools: register %s: timeout %s is outside %s–%s", t.Name, t.Timeout, MinTimeout, MaxTimeout)
-	}
-	if t.MaxRun == 0 {
-		t.MaxRun = t.Timeout
-	}
-	if t.MaxRun < t.Timeout || t.MaxRun > MaxMaxRun {
-		return errs.E(errs.Invalid, "tools: register %s: maximum run %s is outside %s–%s", t.Name, t.MaxRun, t.Timeout, MaxMaxRun)
-	}
-	sch, err := compileSchema(t.Name, t.Schema)
+	e, err := r.entryFor(t)
 	if err != nil {
-		return errs.Wrap(errs.Invalid, err, "tools: register %s: invalid schema", t.Name)
+		return err
 	}
-	t.Schema = slices.Clone(t.Schema)
-
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, taken := r.tools[t.Name]; taken {
 		return errs.E(errs.Conflict, "tools: register: a tool named %q is already registered", t.Name)
 	}
-	r.tools[t.Name] = &entry{tool: t, schema: sch, enabled: true, hash: r.contentHash(t)}
+	r.tools[t.Name] = e
 	return nil
+}
+
+// Replace puts t in the place of the registered tool of the same name in one step, so
+// that a call meanwhile finds one or the other, never no tool; it keeps the tool's
+// enabled and hidden state. It checks t as Register does; an unknown name is
+// errs.NotFound.
+func (r *Registry) Replace(t Tool) error {
+	e, err := r.entryFor(t)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, ok := r.tools[t.Name]
+	if !ok {
+		return errs.E(errs.NotFound, "tools: no tool named %q", t.Name)
+	}
+	e.enabled, e.hidden = old.enabled, old.hidden
+	r.tools[t.Name] = e
+	return nil
+}
+
+// entryFor checks t (see Register) and returns its registry entry, enabled.
+func (r *Registry) entryFor(t Tool) (*entry, error) {
+	if !validName(t.Name) {
+		return nil, errs.E(errs.Invalid, "tools: register: name %q must match ^[a-zA-Z0-9_-]{1,64}$", t.Name)
+	}
+	if strings.TrimSpace(t.Description) == "" {
+		return nil, errs.E(errs.Invalid, "tools: register %s: description is required", t.Name)
+	}
+	if t.Execute == nil {
+		return nil, errs.E(errs.Invalid, "tools: register %s: executor is required", t.Name)
+	}
+	if t.Timeout == 0 {
+		t.Timeout = DefaultTimeout
+	}
+	if t.Timeout < MinTimeout || t.Timeout > MaxTimeout {
+		return nil, errs.E(errs.Invalid, "tools: register %s: timeout %s is outside %s–%s", t.Name, t.Timeout, MinTimeout, MaxTimeout)
+	}
+	if t.MaxRun == 0 {
+		t.MaxRun = t.Timeout
+	}
+	if t.MaxRun < t.Timeout || t.MaxRun > MaxMaxRun {
+		return nil, errs.E(errs.Invalid, "tools: register %s: maximum run %s is outside %s–%s", t.Name, t.MaxRun, t.Timeout, MaxMaxRun)
+	}
+	sch, err := compileSchema(t.Name, t.Schema)
+	if err != nil {
+		return nil, errs.Wrap(errs.Invalid, err, "tools: register %s: invalid schema", t.Name)
+	}
+	t.Schema = slices.Clone(t.Schema)
+	return &entry{tool: t, schema: sch, enabled: true, hash: r.contentHash(t)}, nil
 }
 
 // Unregister removes the tool; an unknown name is a no-op.

@@ -367,3 +367,56 @@ func BenchmarkToolDispatch(b *testing.B) {
 		}
 	}
 }
+
+// TestReplaceNeverLeavesAGap: a tool whose definition changes (an MCP server's new
+// schema) is replaced in one step: calls racing the change get the old or the new
+// tool, never unknown_tool, and the tool keeps its enabled state.
+func TestReplaceNeverLeavesAGap(t *testing.T) {
+	r := tools.NewRegistry(nil, nil)
+	mustRegister(t, r, echoTool("p"))
+	if err := r.Replace(echoTool("nope")); !errs.Is(err, errs.NotFound) {
+		t.Errorf("Replace of an unknown tool: %v", err)
+	}
+	bad := echoTool("p")
+	bad.Schema = json.RawMessage(`{"type":"string"}`)
+	if err := r.Replace(bad); !errs.Is(err, errs.Invalid) {
+		t.Errorf("Replace with a bad schema: %v", err)
+	}
+	stop := make(chan struct{})
+	unknown := make(chan tools.Result, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				close(unknown)
+				return
+			default:
+			}
+			if res := r.Dispatch(context.Background(), "s", 1, llm.ToolCall{Name: "p", Arguments: `{"name":"x"}`}); res.Code == tools.CodeUnknownTool {
+				unknown <- res
+				close(unknown)
+				return
+			}
+		}
+	}()
+	for i := range 2000 {
+		next := echoTool("p")
+		next.Description = fmt.Sprintf("When to use: tests, version %d. What it does: echoes.", i)
+		if err := r.Replace(next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if res, ok := <-unknown; ok {
+		t.Errorf("a call during the replacements got %+v", res)
+	}
+	if err := r.SetEnabled("p", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Replace(echoTool("p")); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Enabled()) != 0 {
+		t.Error("Replace enabled a disabled tool")
+	}
+}
