@@ -26,10 +26,9 @@ import (
 
 // recorder is a Sink that keeps every event.
 type recorder struct {
-	mu        sync.Mutex
-	events    []agent.Event
-	changed   chan struct{}
-	onPublish func(agent.Event) // called after recording, from the publisher's goroutine
+	mu      sync.Mutex
+	events  []agent.Event
+	changed chan struct{}
 }
 
 func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)} }
@@ -37,11 +36,7 @@ func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)}
 func (r *recorder) Publish(ev agent.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, ev)
-	hook := r.onPublish
 	r.mu.Unlock()
-	if hook != nil {
-		hook(ev)
-	}
 	select {
 	case r.changed <- struct{}{}:
 	default:
@@ -298,13 +293,13 @@ func TestStopKeepsPartialReply(t *testing.T) {
 // Stop) is a stop, not a server error.
 func TestStopBeforeReplyStarts(t *testing.T) {
 	h := newHarness(t, options{})
-	h.sink.mu.Lock()
-	h.sink.onPublish = func(ev agent.Event) {
+	// On the run's goroutine, as the user message is published: the harness's sink
+	// follows the recording and would see it only after the model was asked.
+	h.agent.Subscribe(publishFunc(func(ev agent.Event) {
 		if ev.Kind == agent.EventUserMessage {
 			h.agent.Stop(ev.SessionID)
 		}
-	}
-	h.sink.mu.Unlock()
+	}))
 
 	h.send(t, "Never mind")
 	final := h.sink.waitFinal(t, 1)
@@ -321,14 +316,13 @@ func TestStopBeforeReplyStarts(t *testing.T) {
 func TestSendRightAfterFinal(t *testing.T) {
 	h := newHarness(t, options{})
 	sent := make(chan error, 1)
-	h.sink.mu.Lock()
-	h.sink.onPublish = func(ev agent.Event) {
+	// As the browser sees the final frame: from the hub, on the run's goroutine.
+	h.agent.Subscribe(publishFunc(func(ev agent.Event) {
 		if ev.Kind == agent.EventFinal && ev.Message.Content == "first reply" {
 			go func() { sent <- h.agent.Send(context.Background(), h.session, "next") }()
 			time.Sleep(50 * time.Millisecond) // a slow browser connection
 		}
-	}
-	h.sink.mu.Unlock()
+	}))
 	h.llm.Enqueue(llmtest.Reply{Text: []string{"first reply"}}, llmtest.Reply{Text: []string{"second reply"}})
 
 	h.send(t, "first")
@@ -583,3 +577,10 @@ func TestModelGetsHistoryInOrder(t *testing.T) {
 		t.Errorf("stored %d messages", len(msgs))
 	}
 }
+
+// publishFunc is a sink subscribed to the agent itself: it sees each event on the
+// run's goroutine as it is published, as the websocket hub does (the harness's sink
+// follows the recording).
+type publishFunc func(agent.Event)
+
+func (f publishFunc) Publish(ev agent.Event) { f(ev) }
